@@ -1,0 +1,161 @@
+"""The one way envkit runs a program: a mandatory timeout, no shell, and the whole process group
+killed at the end.
+
+Every child starts in a new session (its own process group). When it overruns, the group gets
+SIGTERM, a short grace period, then SIGKILL; when it finishes, whatever it left behind in the group
+is killed too. NCCL and torchrun workers outlive their parent otherwise, and a wedged
+``nvidia-smi`` must never hang ``envkit doctor``. A missing program, an OSError or a timeout is a
+result, not an exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+__all__ = ["ProcResult", "Runner", "run"]
+
+# How long a child gets between SIGTERM and SIGKILL (nox uses a similar staged shutdown).
+TERM_GRACE_S = 0.5
+
+
+@dataclass(frozen=True)
+class ProcResult:
+    """What a finished (or abandoned) child left: its code, its output, and why it stopped."""
+
+    argv: tuple[str, ...]
+    returncode: Optional[int]  # None when it never ran or was killed for overrunning
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+    error: Optional[str] = None  # "not found", "permission denied", an OSError text
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def describe(self) -> str:
+        """One line saying how the command ended, e.g. "`nvcc --version` timed out after 5.0 s"."""
+        cmd = "`" + " ".join(self.argv) + "`"
+        if self.error is not None:
+            return f"{cmd} could not run: {self.error}"
+        if self.timed_out:
+            return f"{cmd} timed out after {self.duration_s:.1f} s"
+        if self.returncode is not None and self.returncode < 0:
+            try:
+                name = signal.Signals(-self.returncode).name
+            except ValueError:
+                name = f"signal {-self.returncode}"
+            return f"{cmd} was killed by {name}"
+        return f"{cmd} exited with {self.returncode}"
+
+    def tail(self, lines: int = 12) -> str:
+        """The last lines of stderr (or stdout when stderr is empty), for error messages."""
+        text = self.stderr.strip() or self.stdout.strip()
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class Runner(Protocol):
+    """The process seam: detectors take one of these, tests may pass another."""
+
+    def __call__(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Optional[Mapping[str, str]] = None,
+        cwd: Optional[str] = None,
+    ) -> ProcResult: ...
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float,
+    env: Optional[Mapping[str, str]] = None,
+    cwd: Optional[str] = None,
+) -> ProcResult:
+    """Run ``argv`` to completion or until ``timeout`` seconds pass, whichever comes first.
+
+    Args:
+        argv: the program and its arguments (never a shell string).
+        timeout: seconds before the child's process group is terminated, then killed.
+        env: the child's whole environment; ``None`` inherits envkit's.
+        cwd: the child's working directory.
+
+    Returns:
+        A ProcResult; it never raises for a missing program, an OSError or a timeout.
+    """
+    args = tuple(argv)
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        return ProcResult(args, None, "", "", time.monotonic() - start, error="not found")
+    except PermissionError:
+        return ProcResult(args, None, "", "", time.monotonic() - start, error="permission denied")
+    except OSError as exc:
+        return ProcResult(args, None, "", "", time.monotonic() - start, error=str(exc))
+
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=max(timeout, 0.0))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        out, err = _shutdown(proc)
+    except BaseException:  # Ctrl-C while waiting: the child must not outlive us
+        _kill_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    finally:
+        # Whatever the child left running in its group (workers, daemons) goes with it.
+        _kill_group(proc.pid, signal.SIGKILL)
+    return ProcResult(
+        argv=args,
+        returncode=None if timed_out else proc.returncode,
+        stdout=_decode(out),
+        stderr=_decode(err),
+        duration_s=time.monotonic() - start,
+        timed_out=timed_out,
+    )
+
+
+def _shutdown(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    _kill_group(proc.pid, signal.SIGTERM)
+    try:
+        return proc.communicate(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid, signal.SIGKILL)
+    try:
+        return proc.communicate(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        # A grandchild outside the group still holds the pipes; give up on the output.
+        proc.kill()
+        proc.wait()
+        return b"", b""
+
+
+def _kill_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _decode(data: bytes | None) -> str:
+    return (data or b"").decode("utf-8", errors="replace")

@@ -1,0 +1,69 @@
+"""Checks: pure functions ``Facts -> CheckResult``, registered here under their stable ids.
+
+A check never runs a process; it reads Facts (and the knowledge base). Ids are a contract: scripts
+and ``--expect`` files name them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Final
+
+from envkit.checks.driver import check_driver_loaded
+from envkit.checks.gpu import check_gpu_health
+from envkit.checks.nccl import check_nccl_env
+from envkit.checks.shm import check_shm
+from envkit.checks.toolkit import check_toolkit_nvcc
+from envkit.checks.torch import check_torch_cuda_libs, check_torch_duplicates, check_torch_installed
+from envkit.facts import Facts
+from envkit.report import CheckResult, Status
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["AREAS", "CHECKS", "Check", "run_checks"]
+
+Check = Callable[[Facts], CheckResult]
+
+CHECKS: Final[dict[str, Check]] = {
+    "driver.loaded": check_driver_loaded,
+    "gpu.health": check_gpu_health,
+    "toolkit.nvcc": check_toolkit_nvcc,
+    "python.shm": check_shm,
+    "torch.installed": check_torch_installed,
+    "torch.duplicates": check_torch_duplicates,
+    "torch.cuda_libs": check_torch_cuda_libs,
+    "nccl.env": check_nccl_env,
+}
+
+# Report sections, in display order.
+AREAS: Final = {
+    "driver": "NVIDIA driver",
+    "gpu": "GPUs",
+    "toolkit": "CUDA toolkit",
+    "python": "Python",
+    "torch": "PyTorch",
+    "nccl": "NCCL / distributed",
+    "verify": "Verification",
+}
+
+
+def run_checks(facts: Facts, only: Iterable[str] | None = None) -> tuple[CheckResult, ...]:
+    """Run every registered check (or those named) on ``facts``.
+
+    A check that raises is reported as a warning naming the exception: one broken check must not
+    hide the others' results.
+    """
+    wanted = list(only) if only is not None else list(CHECKS)
+    results = []
+    for cid in wanted:
+        try:
+            result = CHECKS[cid](facts)
+        except Exception as exc:  # noqa: BLE001 -- a bug in a check becomes its verdict
+            result = CheckResult(
+                cid,
+                Status.WARN,
+                f"envkit could not run this check: {type(exc).__name__}: {exc}",
+                fix="please report this at the envkit issue tracker with `envkit doctor --json`",
+            )
+        results.append(result)
+    return tuple(results)

@@ -1,0 +1,25 @@
+"""Small text helpers shared by the checks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+def join_lines(*parts: object) -> str:
+    """The non-empty parts, one per line."""
+    return "\n".join(str(p) for p in parts if p)
+
+
+def plural(count: int, word: str) -> str:
+    """``plural(1, "GPU")`` -> "1 GPU"; ``plural(4, "GPU")`` -> "4 GPUs"."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def and_list(items: Sequence[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]

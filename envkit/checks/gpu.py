@@ -1,0 +1,135 @@
+"""gpu.health: ECC errors, pending page retirement / row remaps, throttling, PCIe link, lost GPUs.
+
+Thresholds follow the trusted node-health tools (../shared/reference/anchors-preflight.md §3 T1):
+any volatile uncorrected ECC error or failed row remap fails the node (GCM, Azure NHC2019/2007);
+a pending remap or retirement needs a GPU reset (NVIDIA "Dynamic Page Retirement" / "Row
+Remapping" docs); hardware slowdown, thermal and power-brake clock events warn (Azure, DCGM
+``--clocksevent-mask``); a PCIe link narrower than its maximum warns. The link *generation* is not
+judged at rest: GPUs drop it when idle (nvidia-smi documentation).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from envkit.checks._common import and_list, join_lines, plural
+from envkit.report import CheckResult, Status
+
+if TYPE_CHECKING:
+    from envkit.facts import Facts, GpuFacts
+
+__all__ = ["check_gpu_health"]
+
+ID: Final = "gpu.health"
+THROTTLE_EVENTS: Final = ("hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal")
+# Warn this close (°C) to the slowdown temperature.
+THERMAL_MARGIN_C: Final = 5
+
+
+def _gpu_label(gpu: GpuFacts) -> str:
+    return f"GPU {gpu.index} ({gpu.name or 'unknown model'})"
+
+
+def _problems(gpu: GpuFacts) -> tuple[list[str], list[str], list[str]]:
+    """(failures, warnings, fixes) for one GPU."""
+    fails: list[str] = []
+    warns: list[str] = []
+    fixes: list[str] = []
+    label = _gpu_label(gpu)
+    reset = f"sudo nvidia-smi -r -i {gpu.index}"
+    if gpu.error:
+        fails.append(f"{label} is unusable: {gpu.error}")
+        fixes.append(f"drain the node, then reset the GPU ({reset}) or reboot")
+        return fails, warns, fixes
+    if gpu.ecc_uncorrected_volatile:
+        fails.append(f"{label}: {gpu.ecc_uncorrected_volatile} uncorrected ECC error(s) since boot")
+        fixes.append(f"drain the node and reset the GPU ({reset}); if errors recur, RMA it")
+    if gpu.remapped_rows_failure:
+        fails.append(f"{label}: row remapping failed (the memory cannot be repaired in place)")
+        fixes.append(f"take GPU {gpu.index} out of service and RMA it")
+    if gpu.remapped_rows_pending:
+        warns.append(f"{label}: a row remap is pending")
+        fixes.append(f"reset the GPU to apply it: {reset}")
+    if gpu.retired_pages_pending:
+        warns.append(f"{label}: a page retirement is pending")
+        fixes.append(f"reset the GPU to apply it: {reset}")
+    if None not in (gpu.ecc_enabled, gpu.ecc_pending) and gpu.ecc_enabled != gpu.ecc_pending:
+        warns.append(f"{label}: an ECC mode change is pending")
+        fixes.append("reboot (or reset the GPU) to apply the ECC mode")
+    if None not in (gpu.mig_enabled, gpu.mig_pending) and gpu.mig_enabled != gpu.mig_pending:
+        warns.append(f"{label}: a MIG mode change is pending")
+        fixes.append(f"reset the GPU to apply it: {reset}")
+    throttled = [e for e in (gpu.clock_events or ()) if e in THROTTLE_EVENTS]
+    if throttled:
+        warns.append(f"{label}: clocks held down by {and_list(throttled)}")
+        fixes.append(
+            "check cooling, power cables and the power limit (`nvidia-smi -q -d PERFORMANCE`)"
+        )
+    if gpu.pcie_width and gpu.pcie_width_max and gpu.pcie_width < gpu.pcie_width_max:
+        warns.append(f"{label}: PCIe link x{gpu.pcie_width} of x{gpu.pcie_width_max}")
+        fixes.append("reseat the GPU or check the slot/riser (`nvidia-smi -q -d PCIE`)")
+    slowdown = gpu.temperature_slowdown_c
+    if (
+        gpu.temperature_c is not None
+        and slowdown
+        and gpu.temperature_c >= slowdown - THERMAL_MARGIN_C
+    ):
+        warns.append(
+            f"{label}: {gpu.temperature_c} °C, slowdown at {gpu.temperature_slowdown_c} °C"
+        )
+        fixes.append("check the airflow and fans")
+    return fails, warns, fixes
+
+
+def _describe(gpu: GpuFacts) -> str:
+    parts = [f"{_gpu_label(gpu)}:"]
+    if gpu.compute_capability:
+        parts.append(f"CC {gpu.compute_capability}")
+    if gpu.memory_total_mib:
+        parts.append(f"{gpu.memory_total_mib / 1024:.0f} GiB")
+    if gpu.ecc_enabled is not None:
+        parts.append("ECC on" if gpu.ecc_enabled else "ECC off")
+    if gpu.pcie_gen and gpu.pcie_gen_max:
+        parts.append(
+            f"PCIe gen {gpu.pcie_gen}/{gpu.pcie_gen_max} x{gpu.pcie_width}/{gpu.pcie_width_max}"
+        )
+    if gpu.temperature_c is not None:
+        parts.append(f"{gpu.temperature_c} °C")
+    if gpu.power_w is not None and gpu.power_limit_w:
+        parts.append(f"{gpu.power_w:.0f}/{gpu.power_limit_w:.0f} W")
+    if not gpu.visible:
+        parts.append("(hidden by CUDA_VISIBLE_DEVICES)")
+    return " ".join(parts)
+
+
+def check_gpu_health(facts: Facts) -> CheckResult:
+    if not facts.gpus:
+        return CheckResult(ID, Status.SKIP, "no GPUs to check")
+    fails: list[str] = []
+    warns: list[str] = []
+    fixes: list[str] = []
+    for gpu in facts.gpus:
+        f, w, x = _problems(gpu)
+        fails += f
+        warns += w
+        fixes += [fix for fix in x if fix not in fixes]
+    inventory = [_describe(g) for g in facts.gpus]
+    if fails or warns:
+        status = Status.FAIL if fails else Status.WARN
+        first = (fails or warns)[0]
+        more = len(fails) + len(warns) - 1
+        summary = first + (f" (+{more} more)" if more else "")
+        return CheckResult(
+            ID,
+            status,
+            summary,
+            detail=join_lines(*fails, *warns, "", *inventory),
+            fix="\n".join(fixes),
+        )
+    names = sorted({g.name or "unknown model" for g in facts.gpus})
+    return CheckResult(
+        ID,
+        Status.PASS,
+        f"{plural(len(facts.gpus), 'GPU')} healthy ({and_list(names)})",
+        detail=join_lines(*inventory),
+    )

@@ -1,0 +1,59 @@
+"""python.shm: is /dev/shm big enough for NCCL and DataLoader workers?
+
+NCCL's shared-memory transport and torch DataLoader workers both live in /dev/shm; Docker gives a
+container 64 MiB unless run with --ipc=host or --shm-size, the classic cause of "unhandled system
+error" in NCCL and "bus error" in DataLoader workers (pytorch/pytorch#37004, NVIDIA/nccl#473).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from envkit.report import CheckResult, Status
+
+if TYPE_CHECKING:
+    from envkit.facts import Facts
+
+__all__ = ["check_shm"]
+
+ID: Final = "python.shm"
+MIB: Final = 1024 * 1024
+# Below this, multi-worker data loading and NCCL fail outright (Docker's default is 64 MiB).
+FAIL_BELOW: Final = 256 * MIB
+# Below this, large batches with several workers run out.
+WARN_BELOW: Final = 1024 * MIB
+FIX: Final = (
+    "in Docker: run with --ipc=host (or --shm-size=16g); in Kubernetes: mount an emptyDir with "
+    "medium: Memory at /dev/shm; on a host: sudo mount -o remount,size=16G /dev/shm"
+)
+
+
+def check_shm(facts: Facts) -> CheckResult:
+    size = facts.host.shm_bytes
+    if size is None:
+        return CheckResult(
+            ID,
+            Status.WARN,
+            "/dev/shm is missing or unreadable",
+            detail="NCCL's shared-memory transport and DataLoader workers need it",
+            fix=FIX,
+        )
+    shown = f"{size / MIB:.0f} MiB" if size < 10 * 1024 * MIB else f"{size / (1024 * MIB):.0f} GiB"
+    if size < FAIL_BELOW:
+        return CheckResult(
+            ID,
+            Status.FAIL,
+            f"/dev/shm is only {shown}",
+            detail="NCCL ('unhandled system error') and DataLoader workers ('bus error') fail with "
+            "this little shared memory; Docker's default is 64 MiB",
+            fix=FIX,
+        )
+    if size < WARN_BELOW:
+        return CheckResult(
+            ID,
+            Status.WARN,
+            f"/dev/shm is {shown}",
+            detail="enough for small jobs; several DataLoader workers with large batches run out",
+            fix=FIX,
+        )
+    return CheckResult(ID, Status.PASS, f"/dev/shm is {shown}")

@@ -1,0 +1,272 @@
+"""torch.installed, torch.duplicates, torch.cuda_libs: the torch build in the inspected environment.
+
+The "undefined symbol" family of import failures (pytorch/pytorch#104259, #90673, #104591) comes
+from CUDA libraries outside the wheel shadowing the ones the wheel bundles through its nvidia-*
+wheels: the loader searches LD_LIBRARY_PATH (and LD_PRELOAD) before the wheel's own RUNPATH, so a
+system cuDNN or NCCL of another version there is loaded instead. A toolkit's ``lib64/stubs``
+folder on LD_LIBRARY_PATH puts a stub ``libcuda.so`` in front of the driver's.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Final
+
+from envkit.checks._common import and_list, join_lines
+from envkit.report import CheckResult, Status
+
+if TYPE_CHECKING:
+    from envkit.facts import Distribution, Facts, SharedLib
+
+__all__ = [
+    "check_torch_cuda_libs",
+    "check_torch_duplicates",
+    "check_torch_installed",
+    "pip_command",
+]
+
+COMPANIONS: Final = ("torch", "torchvision", "torchaudio")
+
+
+def pip_command(facts: Facts) -> str:
+    """How to run pip for the inspected interpreter (uv's venvs have no pip)."""
+    python = facts.python
+    if python is None:
+        return "python -m pip"
+    if "pip" in python.installers:
+        return python.installers["pip"]
+    if "uv" in python.installers:
+        return f"uv pip --python {python.executable}"
+    return f"{python.executable} -m pip"
+
+
+def _where(facts: Facts) -> str:
+    python = facts.python
+    if python is None:
+        return "the inspected environment"
+    return f"{python.executable} ({python.selected_by})"
+
+
+def check_torch_installed(facts: Facts) -> CheckResult:
+    cid = "torch.installed"
+    python = facts.python
+    torch = facts.torch
+    if python is not None and python.error:
+        return CheckResult(
+            cid,
+            Status.FAIL,
+            f"could not inspect {python.executable}",
+            detail=python.error,
+            fix=f"check that `{python.executable} -c pass` runs, or pick another with --python",
+        )
+    if not torch.installed:
+        return CheckResult(
+            cid,
+            Status.WARN,
+            f"torch is not installed in {_where(facts)}",
+            detail=join_lines(torch.error),
+            fix=f"{pip_command(facts)} install torch  (`envkit resolve` picks the build)",
+        )
+    label = f"torch {torch.version or '(unknown version)'}"
+    build = f"CUDA {torch.cuda}" if torch.cuda else f"ROCm {torch.hip}" if torch.hip else "CPU-only"
+    if torch.error:
+        return CheckResult(
+            cid,
+            Status.FAIL,
+            f"{label} is installed but broken: {torch.error}",
+            detail=f"package folder: {torch.location}",
+            fix=f"{pip_command(facts)} install --force-reinstall --no-deps "
+            f"torch=={_public(torch.version)}",
+        )
+    deep = torch.deep
+    if deep is not None and not deep.ok:
+        return CheckResult(
+            cid,
+            Status.FAIL,
+            f"{label} does not import",
+            detail=join_lines(deep.error),
+            fix=f"{pip_command(facts)} install --force-reinstall torch=={_public(torch.version)}  "
+            "(see torch.cuda_libs and torch.duplicates first)",
+        )
+    detail = join_lines(
+        f"package folder: {torch.location}" if torch.location else "",
+        f"git version: {torch.git_version}" if torch.git_version else "",
+        _deep_detail(facts),
+    )
+    if deep is not None and torch.cuda and deep.cuda_available is False and facts.visible_gpus:
+        warnings = [w for w in deep.warnings if "cuda" in w.lower() or "driver" in w.lower()]
+        return CheckResult(
+            cid,
+            Status.FAIL,
+            f"{label} ({build}) cannot use the GPU: torch.cuda.is_available() is False",
+            detail=join_lines(*warnings, detail),
+            fix="see driver.loaded; `envkit resolve` picks a build this driver runs",
+        )
+    return CheckResult(cid, Status.PASS, f"{label} ({build}) in {_where(facts)}", detail=detail)
+
+
+def _public(version: object) -> str:
+    text = str(version or "")
+    return text.split("+", 1)[0] if text else "<version>"
+
+
+def _deep_detail(facts: Facts) -> str:
+    deep = facts.torch.deep
+    if deep is None or not deep.ok:
+        return ""
+    lines = [f"cuda.is_available(): {deep.cuda_available}, devices: {deep.device_count}"]
+    if deep.arch_list:
+        lines.append(f"compiled architectures: {' '.join(deep.arch_list)}")
+    if deep.cudnn:
+        lines.append(f"cuDNN {deep.cudnn}")
+    if deep.nccl:
+        lines.append(f"NCCL {deep.nccl}")
+    if deep.bf16_supported is not None:
+        lines.append(f"bf16 (native): {deep.bf16_supported}")
+    return "\n".join(lines)
+
+
+def _short_location(location: str | None) -> str:
+    if not location:
+        return "an unknown location"
+    home = os.path.expanduser("~")
+    return location.replace(home, "~", 1) if location.startswith(home) else location
+
+
+def check_torch_duplicates(facts: Facts) -> CheckResult:
+    cid = "torch.duplicates"
+    torch = facts.torch
+    if not torch.installed and not torch.conda_packages:
+        return CheckResult(cid, Status.SKIP, "torch is not installed")
+    problems: list[str] = []
+    fixes: list[str] = []
+    pip = pip_command(facts)
+    for name in COMPANIONS:
+        dists = [d for d in torch.distributions if d.name.lower() == name]
+        if len(dists) > 1:
+            where = and_list([f"{d.version} in {_short_location(d.location)}" for d in dists])
+            problems.append(f"{len(dists)} {name} installs: {where}")
+            fixes.append(
+                f"{pip} uninstall -y {name}  (repeat until `{pip} show {name}` finds none), then "
+                "install one build"
+            )
+    conda_torch = next((p for p in torch.conda_packages if p.name in ("pytorch", "libtorch")), None)
+    pip_torch = [d for d in torch.distributions if d.name.lower() == "torch"]
+    if conda_torch is not None and pip_torch and _pip_owned(pip_torch, facts):
+        channel = f" from {conda_torch.channel}" if conda_torch.channel else ""
+        problems.append(
+            f"conda package {conda_torch.name} {conda_torch.version} "
+            f"({conda_torch.build}{channel}) and pip torch {pip_torch[0].version} in one env"
+        )
+        fixes.append(
+            f"keep one: `{pip} uninstall -y torch` (keep conda's) or "
+            f"`conda remove --force {conda_torch.name}` (keep pip's)"
+        )
+    mixed = _mixed_cuda_wheels(torch.distributions)
+    if mixed:
+        problems.append(f"CUDA wheels for two CUDA majors: {and_list(mixed)}")
+        fixes.append(f"{pip} uninstall -y " + " ".join(mixed) + "  then reinstall torch")
+    if problems:
+        return CheckResult(
+            cid,
+            Status.FAIL,
+            problems[0] + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
+            detail=join_lines(
+                *problems,
+                "Python imports whichever comes first on sys.path; the other one's files and "
+                "metadata make upgrades and uninstalls unpredictable.",
+            ),
+            fix="\n".join(fixes),
+        )
+    return CheckResult(cid, Status.PASS, "one torch install")
+
+
+def _pip_owned(pip_torch: list[Distribution], facts: Facts) -> bool:
+    # conda's own pytorch package also ships a torch-*.dist-info; pip's install differs in version.
+    conda_versions = {str(p.version) for p in facts.torch.conda_packages if p.name == "pytorch"}
+    return any(str(d.version).split("+")[0] not in conda_versions for d in pip_torch)
+
+
+def _mixed_cuda_wheels(dists: tuple[Distribution, ...]) -> list[str]:
+    by_suffix: dict[str, list[str]] = {}
+    for d in dists:
+        name = d.name.lower().replace("_", "-")
+        if name.startswith("nvidia-") and name.rsplit("-", 1)[-1] in ("cu11", "cu12", "cu13"):
+            by_suffix.setdefault(name.rsplit("-", 1)[-1], []).append(name)
+    if len(by_suffix) < 2:
+        return []
+    minority = sorted(by_suffix.values(), key=len)[0]
+    return sorted(minority)
+
+
+def check_torch_cuda_libs(facts: Facts) -> CheckResult:
+    cid = "torch.cuda_libs"
+    torch = facts.torch
+    libs = facts.host.cuda_libs
+    problems: list[str] = []
+    fixes: list[str] = []
+    fail = False
+    for lib in libs:
+        if lib.source == "ld.so.cache":
+            continue
+        reason, severe = _shadow_reason(lib, facts)
+        if reason:
+            problems.append(f"{lib.path} ({lib.source}) {reason}")
+            fixes.append(f"remove {os.path.dirname(lib.path) or lib.path} from {lib.source}")
+            fail = fail or severe
+    if problems:
+        cached = [lib.path for lib in libs if lib.source == "ld.so.cache"]
+        return CheckResult(
+            cid,
+            Status.FAIL if fail else Status.WARN,
+            problems[0] + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
+            detail=join_lines(
+                *problems,
+                "The loader searches LD_LIBRARY_PATH before the torch wheel's own library folders; "
+                "a different version there is the usual cause of 'undefined symbol' errors at "
+                "`import torch`.",
+                f"in the ld.so cache (harmless while the wheel has its own): {', '.join(cached)}"
+                if cached
+                else "",
+            ),
+            fix="\n".join(dict.fromkeys(fixes)),
+        )
+    if not torch.installed or torch.cuda is None:
+        what = "torch is not installed" if not torch.installed else "torch is not a CUDA build"
+        return CheckResult(cid, Status.SKIP, f"{what}; no CUDA libraries to compare")
+    bundled = [d.name for d in torch.distributions if d.name.lower().startswith("nvidia-")]
+    return CheckResult(
+        cid,
+        Status.PASS,
+        "no system CUDA libraries shadow torch's"
+        + (f" ({len(bundled)} bundled nvidia-* wheels)" if bundled else ""),
+        detail=join_lines(*(_lib_line(lib) for lib in libs)),
+    )
+
+
+def _shadow_reason(lib: SharedLib, facts: Facts) -> tuple[str, bool]:
+    """Why a library outside the wheel breaks torch ("" when it does not), and whether it fails."""
+    torch = facts.torch
+    if lib.family == "cuda":
+        if "/stubs" in lib.path:
+            return "is the toolkit's link-time stub, not the driver's libcuda", True
+        return "", False
+    if torch.cuda is None:
+        return "", False
+    wheel = torch.wheel_lib(lib.family)
+    if wheel is not None and wheel.version is not None:
+        if (
+            lib.version is not None
+            and lib.version.release == wheel.version.release[: len(lib.version.release)]
+        ):
+            return "", False  # the same version as the wheel's: harmless
+        it_is = f" (it is {lib.version})" if lib.version else ""
+        severe = lib.version is None or lib.version.major != wheel.version.major
+        return f"shadows {wheel.name} {wheel.version} that torch bundles{it_is}", severe
+    if lib.family == "cudart" and lib.version is not None and lib.version.major != torch.cuda.major:
+        return f"is CUDA runtime {lib.version}; torch is built with CUDA {torch.cuda}", True
+    return "", False
+
+
+def _lib_line(lib: SharedLib) -> str:
+    return f"{lib.path} ({lib.source}, {lib.family} {lib.version or '?'})"

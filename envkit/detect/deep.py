@@ -1,0 +1,57 @@
+"""``--deep``: import torch in the target interpreter (a subprocess with a timeout) and read what
+the build reports: CUDA availability, devices, compiled architectures, cuDNN, NCCL, bf16.
+
+A failed import is an answer (``ok`` false with the exception); a segfault, hang or garbage is a
+failed probe whose error says which, with the tail of stderr.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from envkit._probe import run_probe
+from envkit.facts import DeepTorchFacts, DeviceInfo
+from envkit.versions import parse_compute_capability, parse_version
+
+if TYPE_CHECKING:
+    from envkit.detect.pyenv import Interpreter
+    from envkit.system import System
+
+__all__ = ["detect_deep", "parse_deep"]
+
+DEEP_TIMEOUT_S: Final = 60.0
+
+
+def detect_deep(system: System, interp: Interpreter) -> DeepTorchFacts:
+    outcome = run_probe(system, interp.path, "torch_probe.py", timeout=DEEP_TIMEOUT_S)
+    if outcome.data is None:
+        return DeepTorchFacts(
+            ok=False,
+            error=f"the torch probe failed: {outcome.error}",
+            duration_s=round(outcome.result.duration_s, 3),
+        )
+    return parse_deep(outcome.data)
+
+
+def parse_deep(data: dict[str, Any]) -> DeepTorchFacts:
+    """Turn the torch probe's JSON into facts (unknown or odd values become None)."""
+    devices = tuple(
+        DeviceInfo(str(d.get("name")), parse_compute_capability(str(d.get("cc", ""))))
+        for d in data.get("devices") or []
+        if isinstance(d, dict)
+    )
+    cudnn = data.get("cudnn")
+    return DeepTorchFacts(
+        ok=bool(data.get("ok")),
+        error=data.get("error"),
+        version=parse_version(str(data["version"])) if data.get("version") else None,
+        cuda_available=data.get("cuda_available"),
+        device_count=data.get("device_count"),
+        arch_list=tuple(str(a) for a in data.get("arch_list") or []),
+        cudnn=cudnn if isinstance(cudnn, int) else None,
+        nccl=parse_version(str(data["nccl"])) if data.get("nccl") else None,
+        bf16_supported=data.get("bf16"),
+        devices=devices,
+        warnings=tuple(str(w) for w in data.get("warnings") or []),
+        duration_s=data.get("duration_s"),
+    )

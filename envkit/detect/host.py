@@ -1,0 +1,216 @@
+"""The host around the GPUs: OS, PCI devices, kernel module, /dev/shm, network interfaces, the
+variables that steer CUDA / NCCL / torch, and CUDA libraries the loader can see outside the wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import socket
+from typing import TYPE_CHECKING, Final, Optional
+
+from envkit.facts import HostFacts, NetInterface, SharedLib
+from envkit.versions import parse_version
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from envkit.system import System
+
+__all__ = ["detect_host", "lib_family", "parse_ldconfig", "relevant_env"]
+
+NVIDIA_PCI_VENDOR: Final = "0x10de"
+# PCI classes 0x0300 (VGA controller) and 0x0302 (3D controller): GPUs, not NVIDIA's audio or
+# NVSwitch functions.
+GPU_PCI_CLASSES: Final = ("0x0300", "0x0302")
+LDCONFIG_TIMEOUT_S: Final = 5.0
+
+_ENV_PREFIXES: Final = ("CUDA_", "NCCL_", "TORCH_", "GLOO_", "TP_", "PYTORCH_", "NVIDIA_", "CUDNN_")
+_ENV_NAMES: Final = frozenset(
+    {
+        "LD_LIBRARY_PATH",
+        "LD_PRELOAD",
+        "PATH",
+        "PYTHONPATH",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "CONDA_DEFAULT_ENV",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "WORLD_SIZE",
+        "RANK",
+        "LOCAL_RANK",
+        "OMP_NUM_THREADS",
+        "SLURM_JOB_ID",
+        "SLURM_JOB_GPUS",
+        "GPU_DEVICE_ORDINAL",
+        "CC",
+        "CXX",
+        "TRITON_CACHE_DIR",
+    }
+)
+# Variables whose values may carry secrets are never recorded (reports travel between machines).
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|_KEY$", re.IGNORECASE)
+
+# CUDA user-space libraries that torch wheels bundle through nvidia-* wheels (cuDNN 8's split
+# libraries, e.g. libcudnn_cnn_infer.so.8, count as cuDNN).
+_LIB_RE = re.compile(
+    r"^lib(cudnn|nccl|cublasLt|cublas|cudart|cufft|curand|cusparseLt|cusparse|cusolver|nvJitLink"
+    r"|nvrtc|cupti|cuda)(?:_[A-Za-z0-9_]+)?\.so(?:\.(\d+(?:\.\d+)*))?$"
+)
+
+
+def relevant_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables that steer CUDA, NCCL, torch and the loader; secrets left out."""
+    return {
+        k: v
+        for k, v in sorted(env.items())
+        if (k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)) and not _SECRET.search(k)
+    }
+
+
+def lib_family(filename: str) -> Optional[tuple[str, Optional[str]]]:
+    """("cudnn", "8.9.2") for libcudnn.so.8.9.2; None for libraries envkit does not track.
+
+    >>> lib_family("libcudnn_cnn_infer.so.8"), lib_family("libssl.so.3")
+    (('cudnn', '8'), None)
+    """
+    match = _LIB_RE.match(filename)
+    if match is None:
+        return None
+    family = match.group(1)
+    return ("cublas" if family == "cublasLt" else family.lower()), match.group(2)
+
+
+def parse_ldconfig(text: str) -> list[tuple[str, str]]:
+    """(soname, path) pairs from ``ldconfig -p``.
+
+    >>> parse_ldconfig("\\tlibcudnn.so.8 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcudnn.so.8")
+    [('libcudnn.so.8', '/usr/lib/x86_64-linux-gnu/libcudnn.so.8')]
+    """
+    pairs = []
+    for line in text.splitlines():
+        match = re.match(r"^\s+(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)\s*$", line)
+        if match:
+            pairs.append((match.group(1), match.group(3)))
+    return pairs
+
+
+def _shared_lib(system: System, path: str, source: str) -> Optional[SharedLib]:
+    name = os.path.basename(path)
+    fam = lib_family(name)
+    if fam is None:
+        return None
+    family, version = fam
+    # libcudnn.so.8 is usually a symlink to libcudnn.so.8.9.2: the target names the full version.
+    real = os.path.basename(os.path.realpath(system.path(path)))
+    real_fam = lib_family(real)
+    if real_fam and real_fam[0] == family and real_fam[1] and len(real_fam[1]) > len(version or ""):
+        version = real_fam[1]
+    return SharedLib(path, family, parse_version(version) if version else None, source)
+
+
+def detect_cuda_libs(system: System) -> tuple[SharedLib, ...]:
+    """CUDA libraries on LD_LIBRARY_PATH, in LD_PRELOAD and in the ld.so cache."""
+    libs: list[SharedLib] = []
+    for folder in filter(None, system.env.get("LD_LIBRARY_PATH", "").split(":")):
+        try:
+            names = sorted(os.listdir(system.path(folder)))
+        except OSError:
+            continue
+        for name in names:
+            lib = _shared_lib(system, os.path.join(folder, name), "LD_LIBRARY_PATH")
+            if lib is not None:
+                libs.append(lib)
+    for item in re.split(r"[:\s]+", system.env.get("LD_PRELOAD", "")):
+        lib = _shared_lib(system, item, "LD_PRELOAD") if item else None
+        if lib is not None:
+            libs.append(lib)
+    ldconfig = system.which("ldconfig") or next(
+        (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if system.path(p).is_file()), None
+    )
+    if ldconfig is not None:
+        result = system.run([ldconfig, "-p"], timeout=system.timeout(LDCONFIG_TIMEOUT_S))
+        if result.ok:
+            for _soname, path in parse_ldconfig(result.stdout):
+                lib = _shared_lib(system, path, "ld.so.cache")
+                if lib is not None:
+                    libs.append(lib)
+    return tuple(libs)
+
+
+def _read(system: System, path: str) -> Optional[str]:
+    try:
+        return system.read_text(path).strip()
+    except OSError:
+        return None
+
+
+def _os_name(system: System) -> Optional[str]:
+    text = _read(system, "/etc/os-release")
+    if text:
+        match = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', text, re.MULTILINE)
+        if match:
+            return match.group(1)
+    return platform.system() or None
+
+
+def _nvidia_pci(system: System) -> tuple[str, ...]:
+    devices = system.path("/sys/bus/pci/devices")
+    found = []
+    try:
+        entries = sorted(os.listdir(devices))
+    except OSError:
+        return ()
+    for entry in entries:
+        vendor = _read(system, f"/sys/bus/pci/devices/{entry}/vendor")
+        pci_class = _read(system, f"/sys/bus/pci/devices/{entry}/class") or ""
+        if vendor == NVIDIA_PCI_VENDOR and pci_class.startswith(GPU_PCI_CLASSES):
+            found.append(entry)
+    return tuple(found)
+
+
+def _interfaces(system: System) -> tuple[NetInterface, ...]:
+    try:
+        names = sorted(os.listdir(system.path("/sys/class/net")))
+    except OSError:
+        return ()
+    found = []
+    for name in names:
+        flags = _read(system, f"/sys/class/net/{name}/flags")
+        try:
+            up = bool(int(flags or "0", 16) & 0x1)  # IFF_UP
+        except ValueError:
+            up = False
+        found.append(NetInterface(name, up))
+    return tuple(found)
+
+
+def _shm_bytes(system: System) -> Optional[int]:
+    try:
+        st = os.statvfs(system.path("/dev/shm"))
+    except (OSError, AttributeError):  # no /dev/shm, or no statvfs (Windows)
+        return None
+    return st.f_blocks * st.f_frsize
+
+
+def detect_host(system: System) -> HostFacts:
+    proc_version = (_read(system, "/proc/version") or "").lower()
+    module_dir = system.path("/sys/module")
+    loaded: Optional[bool] = None
+    if module_dir.is_dir():
+        loaded = (module_dir / "nvidia").is_dir()
+    return HostFacts(
+        hostname=socket.gethostname() or None,
+        os=_os_name(system),
+        kernel=platform.release() or None,
+        arch=platform.machine() or None,
+        wsl="microsoft" in proc_version or system.path("/usr/lib/wsl/lib").is_dir(),
+        nvidia_pci_devices=_nvidia_pci(system),
+        nvidia_module_loaded=loaded,
+        shm_bytes=_shm_bytes(system),
+        interfaces=_interfaces(system),
+        env=relevant_env(system.env),
+        cuda_libs=detect_cuda_libs(system),
+    )

@@ -1,0 +1,262 @@
+"""Facts: everything detected about a machine, nothing judged.
+
+Plain frozen records that serialize to JSON and back (``envkit doctor --json`` writes them under
+``facts``; ``envkit doctor --from`` reads them), so one machine's facts can be diagnosed, diffed
+and aggregated on another. "Not present" is ``None``; why it is absent goes into ``notes``.
+
+Field hints use ``Optional[...]``: they are evaluated at run time (envkit._serial) on Python 3.9.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from envkit._serial import from_jsonable, to_jsonable
+from envkit.versions import ComputeCapability, NvVersion, Version
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """The operating system side: kernel, PCI devices, /dev/shm, network, relevant variables."""
+
+    hostname: Optional[str] = None
+    os: Optional[str] = None
+    kernel: Optional[str] = None
+    arch: Optional[str] = None
+    wsl: bool = False
+    # PCI addresses of NVIDIA display / 3D controllers, whether or not a driver claims them.
+    nvidia_pci_devices: tuple[str, ...] = ()
+    # Whether the nvidia kernel module is loaded (/sys/module/nvidia); None when unknown.
+    nvidia_module_loaded: Optional[bool] = None
+    shm_bytes: Optional[int] = None
+    interfaces: tuple[NetInterface, ...] = ()
+    # CUDA_*, NCCL_*, TORCH_*, GLOO_*, LD_* … as set for the inspected process.
+    env: dict[str, str] = field(default_factory=dict)
+    # CUDA libraries found outside the torch wheel: LD_LIBRARY_PATH, LD_PRELOAD, ld.so.cache.
+    cuda_libs: tuple[SharedLib, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NetInterface:
+    name: str
+    up: bool
+
+
+@dataclass(frozen=True)
+class SharedLib:
+    """A CUDA library file the dynamic loader sees, e.g. libcudnn.so.8.9.2 on LD_LIBRARY_PATH."""
+
+    path: str
+    family: str  # "cudnn", "nccl", "cublas", "cudart", …
+    version: Optional[Version]  # from the file name: libcudnn.so.8.9.2 -> 8.9.2, libnccl.so.2 -> 2
+    source: str  # "LD_LIBRARY_PATH", "LD_PRELOAD", "ld.so.cache"
+
+
+@dataclass(frozen=True)
+class DriverFacts:
+    """The NVIDIA driver, from the first source that answered."""
+
+    version: Optional[NvVersion] = None
+    # The newest CUDA the driver supports (nvidia-smi's "CUDA Version"), e.g. 12.8.
+    cuda_version: Optional[Version] = None
+    # "nvml", "/proc/driver/nvidia/version", "/sys/module/nvidia/version", "nvidia-smi" or None.
+    source: Optional[str] = None
+    # The kernel module line of /proc/driver/nvidia/version ("NVIDIA UNIX Open Kernel Module …").
+    kernel_module: Optional[str] = None
+    # Why NVML could not be used, e.g. "LibraryNotFound: NVML Shared Library Not Found".
+    nvml_error: Optional[str] = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """One physical GPU as NVML (or nvidia-smi) reports it; a field it does not support is None."""
+
+    index: int
+    name: Optional[str] = None
+    uuid: Optional[str] = None
+    pci_bus_id: Optional[str] = None
+    compute_capability: Optional[ComputeCapability] = None
+    memory_total_mib: Optional[int] = None
+    mig_enabled: Optional[bool] = None
+    mig_pending: Optional[bool] = None
+    persistence_mode: Optional[bool] = None
+    ecc_enabled: Optional[bool] = None
+    ecc_pending: Optional[bool] = None
+    ecc_uncorrected_volatile: Optional[int] = None
+    retired_pages: Optional[int] = None
+    retired_pages_pending: Optional[bool] = None
+    remapped_rows_pending: Optional[bool] = None
+    remapped_rows_failure: Optional[bool] = None
+    pcie_gen: Optional[int] = None
+    pcie_gen_max: Optional[int] = None
+    pcie_width: Optional[int] = None
+    pcie_width_max: Optional[int] = None
+    # Active clock-event ("throttle") reasons by name: "hw_slowdown", "sw_thermal", …
+    clock_events: Optional[tuple[str, ...]] = None
+    temperature_c: Optional[int] = None
+    temperature_slowdown_c: Optional[int] = None
+    power_w: Optional[float] = None
+    power_limit_w: Optional[float] = None
+    # Whether CUDA_VISIBLE_DEVICES lets processes see it, and under which CUDA index.
+    visible: bool = True
+    cuda_index: Optional[int] = None
+    # A fatal per-GPU NVML error ("GpuIsLost: …"): the GPU is there but cannot be used.
+    error: Optional[str] = None
+    # Fields the GPU or driver does not support (NVML NotSupported / FunctionNotFound).
+    unsupported: tuple[str, ...] = ()
+    source: str = "nvml"
+
+
+@dataclass(frozen=True)
+class ToolkitFacts:
+    """One CUDA toolkit (an nvcc), with every way it was found."""
+
+    nvcc: str
+    version: Optional[Version] = None
+    root: Optional[str] = None
+    # "PATH", "CUDA_HOME", "CUDA_PATH", "/usr/local/cuda-12.4", "conda env", …
+    sources: tuple[str, ...] = ()
+    on_path: bool = False
+    build: Optional[str] = None  # "cuda_12.4.r12.4/compiler.34097967_0"
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class PythonFacts:
+    """The inspected interpreter (the active environment's unless --python / --env say so)."""
+
+    executable: str
+    selected_by: str  # "--python", "--env", "VIRTUAL_ENV", "CONDA_PREFIX", "PATH", "envkit"
+    version: Optional[Version] = None
+    implementation: Optional[str] = None
+    platform: Optional[str] = (
+        None  # "linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64"
+    )
+    glibc: Optional[Version] = None
+    prefix: Optional[str] = None
+    kind: Optional[str] = None  # "venv", "conda", "system"
+    env_name: Optional[str] = None
+    include_dir: Optional[str] = None
+    has_python_h: Optional[bool] = None
+    installers: dict[str, str] = field(default_factory=dict)  # name -> path, only those found
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """An installed distribution (dist-info / egg-info) as importlib.metadata sees it."""
+
+    name: str
+    version: Optional[Version]
+    location: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class CondaPackage:
+    """A package record of the environment's conda-meta/ folder."""
+
+    name: str
+    version: Optional[Version]
+    build: str = ""
+    channel: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    name: str
+    compute_capability: Optional[ComputeCapability] = None
+
+
+@dataclass(frozen=True)
+class DeepTorchFacts:
+    """What importing torch in the target interpreter reported (``--deep``)."""
+
+    ok: bool
+    error: Optional[str] = None
+    version: Optional[Version] = None
+    cuda_available: Optional[bool] = None
+    device_count: Optional[int] = None
+    arch_list: tuple[str, ...] = ()
+    cudnn: Optional[int] = None  # torch.backends.cudnn.version(), e.g. 90100
+    nccl: Optional[Version] = None
+    bf16_supported: Optional[bool] = None
+    devices: tuple[DeviceInfo, ...] = ()
+    warnings: tuple[str, ...] = ()
+    duration_s: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class TorchFacts:
+    """The torch build in the inspected environment, read without importing it."""
+
+    version: Optional[Version] = None
+    cuda: Optional[Version] = None  # torch.version.cuda
+    hip: Optional[str] = None
+    git_version: Optional[str] = None
+    location: Optional[str] = None
+    # Every torch / torchvision / torchaudio / triton / nvidia-* distribution, duplicates included.
+    distributions: tuple[Distribution, ...] = ()
+    conda_packages: tuple[CondaPackage, ...] = ()
+    error: Optional[str] = None
+    deep: Optional[DeepTorchFacts] = None
+
+    @property
+    def installed(self) -> bool:
+        return self.version is not None or any(d.name == "torch" for d in self.distributions)
+
+    @property
+    def variant(self) -> Optional[str]:
+        """cu121 / cpu / rocm6.2: from the local version label, else from version.py."""
+        if self.version is not None and self.version.local:
+            label = self.version.local.split(".")[0]
+            if label.startswith(("cu", "cpu", "rocm", "xpu")):
+                return self.version.local if label.startswith("rocm") else label
+        if self.cuda is not None:
+            return f"cu{self.cuda.major}{self.cuda.minor}"
+        if self.hip:
+            return "rocm"
+        if self.version is not None:
+            return "cpu"
+        return None
+
+    def wheel_lib(self, family: str) -> Optional[Distribution]:
+        """The nvidia-* wheel that bundles a CUDA library family ("cudnn" -> nvidia-cudnn-cu12)."""
+        prefix = f"nvidia-{family}"
+        for dist in self.distributions:
+            name = dist.name.lower().replace("_", "-")
+            if name == prefix or name.startswith(prefix + "-cu"):
+                return dist
+        return None
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything envkit detected about one machine and one Python environment."""
+
+    host: HostFacts = field(default_factory=HostFacts)
+    driver: DriverFacts = field(default_factory=DriverFacts)
+    gpus: tuple[GpuFacts, ...] = ()
+    toolkits: tuple[ToolkitFacts, ...] = ()
+    python: Optional[PythonFacts] = None
+    torch: TorchFacts = field(default_factory=TorchFacts)
+    # Detectors that could not finish ("nvml: timed out after 30 s") and other remarks.
+    notes: tuple[str, ...] = ()
+
+    @property
+    def visible_gpus(self) -> tuple[GpuFacts, ...]:
+        return tuple(g for g in self.gpus if g.visible)
+
+    def env(self, name: str) -> Optional[str]:
+        return self.host.env.get(name)
+
+
+def facts_to_json(facts: Facts) -> dict[str, Any]:
+    data: dict[str, Any] = to_jsonable(facts)
+    return data
+
+
+def facts_from_json(data: object, where: str = "facts") -> Facts:
+    return from_jsonable(Facts, data, where)

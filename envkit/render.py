@@ -1,0 +1,123 @@
+"""Reports for people (rich) and for programs (JSON). The only core module that imports rich."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Final
+
+from rich.text import Text
+
+from envkit.checks import AREAS
+from envkit.checks._common import and_list, plural
+from envkit.report import CheckResult, Report, Status
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from envkit.facts import Facts
+
+__all__ = ["render_json", "render_report"]
+
+GLYPHS: Final = {Status.PASS: "✓", Status.WARN: "!", Status.FAIL: "✗", Status.SKIP: "–"}
+ASCII_GLYPHS: Final = {Status.PASS: "ok", Status.WARN: "!!", Status.FAIL: "XX", Status.SKIP: "--"}
+STYLES: Final = {
+    Status.PASS: "green",
+    Status.WARN: "yellow",
+    Status.FAIL: "bold red",
+    Status.SKIP: "dim",
+}
+
+
+def render_json(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def _facts_lines(facts: Facts) -> list[str]:
+    lines = []
+    driver = facts.driver
+    if driver.version is not None:
+        cuda = f" (CUDA {driver.cuda_version})" if driver.cuda_version else ""
+        gpus = ""
+        if facts.gpus:
+            names: dict[str, int] = {}
+            for g in facts.gpus:
+                label = f"{g.name or 'unknown GPU'}" + (
+                    f" (CC {g.compute_capability})" if g.compute_capability else ""
+                )
+                names[label] = names.get(label, 0) + 1
+            gpus = " · " + and_list([f"{n} × {label}" for label, n in names.items()])
+        lines.append(f"driver {driver.version}{cuda}{gpus}")
+    else:
+        lines.append("no NVIDIA driver")
+    if facts.toolkits:
+        lines.append(
+            "toolkits: " + and_list([f"nvcc {t.version or '?'} ({t.nvcc})" for t in facts.toolkits])
+        )
+    py = facts.python
+    if py is not None:
+        version = f"python {py.version}" if py.version else "python"
+        lines.append(f"{version} {py.executable} (chosen by {py.selected_by})")
+    torch = facts.torch
+    if torch.installed:
+        build = f"CUDA {torch.cuda}" if torch.cuda else "ROCm" if torch.hip else "CPU"
+        lines.append(f"torch {torch.version or '?'} ({build})")
+    return lines
+
+
+def _result(result: CheckResult, verbose: bool, glyphs: dict[Status, str]) -> Text:
+    text = Text("  ")
+    text.append(f"{glyphs[result.status]} ", style=STYLES[result.status])
+    text.append(f"{result.id:<18}", style="bold")
+    text.append(" " + result.summary)
+    if result.detail and (verbose or result.status in (Status.FAIL, Status.WARN)):
+        shown = result.detail.splitlines() if verbose else result.detail.splitlines()[:3]
+        for line in shown:
+            text.append("\n      " + line, style="dim")
+    if result.fix and result.status in (Status.FAIL, Status.WARN):
+        for i, line in enumerate(result.fix.splitlines()):
+            text.append("\n      " + ("fix: " if i == 0 else "     "), style="cyan")
+            text.append(line)
+    return text
+
+
+def render_report(
+    report: Report, console: Console, *, verbose: bool = False, strict: bool = False
+) -> None:
+    """Print the report grouped by area: one line per check, the fix under every warn/fail."""
+    encoding = (console.encoding or "").lower()
+    glyphs = GLYPHS if encoding.startswith("utf") else ASCII_GLYPHS
+    header = Text("envkit doctor", style="bold")
+    where = report.source or report.host or "this machine"
+    header.append(f" — {where}", style="dim")
+    console.print(header)
+    for line in _facts_lines(report.facts):
+        console.print(Text("  " + line, style="dim"))
+    for note in report.facts.notes:
+        console.print(Text(f"  note: {note}", style="yellow"))
+    by_area: dict[str, list[CheckResult]] = {}
+    for result in report.checks:
+        by_area.setdefault(result.area, []).append(result)
+    order = list(AREAS) + [a for a in by_area if a not in AREAS]
+    for area in order:
+        if area not in by_area:
+            continue
+        console.print()
+        console.print(Text(AREAS.get(area, area), style="bold underline"))
+        for result in by_area[area]:
+            console.print(_result(result, verbose, glyphs))
+    counts = report.counts()
+    console.print()
+    parts = [f"{counts['pass']} passed"]
+    if counts["warn"]:
+        parts.append(plural(counts["warn"], "warning"))
+    if counts["fail"]:
+        parts.append(f"{counts['fail']} failed")
+    if counts["skip"]:
+        parts.append(f"{counts['skip']} skipped")
+    verdict = "healthy" if report.exit_code(strict=strict) == 0 else "unhealthy"
+    style = "green" if verdict == "healthy" else "bold red"
+    tally = Text(f"{plural(len(report.checks), 'check')}: {', '.join(parts)} — ")
+    tally.append(verdict, style=style)
+    if report.duration_s is not None:
+        tally.append(f" ({report.duration_s:.2f} s)", style="dim")
+    console.print(tally)

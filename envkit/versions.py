@@ -1,0 +1,101 @@
+"""Version values: parsed once at the edge, compared as versions everywhere after.
+
+String comparison of versions is a known bug source in this field (light-the-torch #36: "0.9" sorted
+above "0.20"), so nothing in envkit compares version strings.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from packaging.version import InvalidVersion, Version
+
+__all__ = [
+    "ComputeCapability",
+    "InvalidVersion",
+    "NvVersion",
+    "Version",
+    "cuda_from_int",
+    "parse_compute_capability",
+    "parse_version",
+]
+
+
+class NvVersion(Version):
+    """A version that prints as NVIDIA wrote it: ``535.104.05`` stays ``535.104.05``.
+
+    PEP 440 normalises ``535.104.05`` to ``535.104.5``; the order is the same, but users search
+    release notes for the zero-padded text, so that is what envkit shows and saves.
+
+    >>> NvVersion("535.104.05") > Version("535.86.10"), str(NvVersion("535.104.05"))
+    (True, '535.104.05')
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self._text = text.strip()
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
+        return f"<NvVersion('{self._text}')>"
+
+
+def parse_version(text: str) -> Version | None:
+    """Parse ``text`` as a version; ``None`` when it is not one (never raises).
+
+    >>> parse_version("12.1"), parse_version("n/a")
+    (<Version('12.1')>, None)
+    """
+    try:
+        return Version(text.strip())
+    except (InvalidVersion, TypeError):
+        return None
+
+
+def cuda_from_int(value: int) -> Version:
+    """Turn the CUDA driver API's integer form into a version: 12080 -> 12.8.
+
+    >>> cuda_from_int(12080), cuda_from_int(11040)
+    (<Version('12.8')>, <Version('11.4')>)
+    """
+    return Version(f"{value // 1000}.{(value % 1000) // 10}")
+
+
+class ComputeCapability(NamedTuple):
+    """A GPU's CUDA compute capability, e.g. 9.0 for H100/H200 (``sm_90``)."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    @property
+    def sm(self) -> str:
+        """The architecture name used in arch lists: ``sm_90``."""
+        return f"sm_{self.major}{self.minor}"
+
+
+_CC_RE = re.compile(r"^\s*(?:sm_|compute_)?(\d+)(?:\.(\d+)|(\d))?[a-z]?\s*$")
+
+
+def parse_compute_capability(text: str) -> ComputeCapability | None:
+    """Parse ``9.0``, ``sm_90``, ``sm_120`` or ``compute_86``; ``None`` for anything else.
+
+    >>> parse_compute_capability("8.6"), parse_compute_capability("sm_120")
+    (ComputeCapability(major=8, minor=6), ComputeCapability(major=12, minor=0))
+    """
+    match = _CC_RE.match(text)
+    if match is None:
+        return None
+    major, dotted_minor, packed_minor = match.groups()
+    if dotted_minor is not None:
+        return ComputeCapability(int(major), int(dotted_minor))
+    if packed_minor is not None:
+        return ComputeCapability(int(major), int(packed_minor))
+    # "sm_90" arrives here as major "9", packed "0"; "sm_120" as major "12", packed "0";
+    # a bare "9" (no minor) is not a compute capability.
+    return None
