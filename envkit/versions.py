@@ -79,18 +79,20 @@ class ComputeCapability(NamedTuple):
         return f"sm_{self.major}{self.minor}"
 
 
-_CC_RE = re.compile(r"^\s*(?:sm_|compute_)?(\d+)(?:\.(\d+)|(\d))?[a-z]?\s*$")
+_CC_DOTTED = re.compile(r"^\s*(\d+)\.(\d+)\s*$")
+_CC_PACKED = re.compile(r"^\s*(?:sm_|compute_)?(\d+?)(\d)[a-z]?\s*$")
 
 
 def parse_compute_capability(text: str) -> ComputeCapability | None:
-    """Parse ``9.0``, ``sm_90``, ``sm_120`` or ``compute_86``; ``None`` for anything else.
+    """Parse ``9.0``, ``sm_90``, ``sm_120``, ``sm_90a`` or ``compute_86``; ``None`` otherwise.
 
     >>> parse_compute_capability("8.6"), parse_compute_capability("sm_120")
     (ComputeCapability(major=8, minor=6), ComputeCapability(major=12, minor=0))
     """
-    match = _CC_RE.match(text)
+    match = _CC_DOTTED.match(text) or _CC_PACKED.match(text)
     if match is None:
         return None
+    return ComputeCapability(int(match.group(1)), int(match.group(2)))
     major, dotted_minor, packed_minor = match.groups()
     if dotted_minor is not None:
         return ComputeCapability(int(major), int(dotted_minor))

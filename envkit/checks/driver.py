@@ -53,15 +53,16 @@ def check_driver_loaded(facts: Facts) -> CheckResult:
     if driver.version is None:
         if pci or facts.host.nvidia_module_loaded:
             where = f"{len(pci)} NVIDIA GPU(s) on the PCI bus" if pci else "the nvidia module"
-            reason, fix = NVML_ERROR_FIXES.get(
-                error_name or "",
-                (
-                    "no driver answered (NVML, /proc/driver/nvidia/version, nvidia-smi)",
-                    f"install the NVIDIA driver (ubuntu-drivers install; {DRIVER_INSTALL_DOCS})",
-                ),
-            )
-            if not facts.host.nvidia_module_loaded and error_name is None:
-                fix = "sudo modprobe nvidia; if the module is missing, " + fix
+            install = f"install the NVIDIA driver (ubuntu-drivers install; {DRIVER_INSTALL_DOCS})"
+            if facts.host.nvidia_module_loaded is False:
+                # Without the kernel module nothing else can work; NVML's error is a consequence.
+                reason = "the nvidia kernel module is not loaded"
+                fix = f"sudo modprobe nvidia; if the module is missing, {install}"
+            else:
+                reason, fix = NVML_ERROR_FIXES.get(
+                    error_name or "",
+                    ("no driver answered (NVML, /proc/driver/nvidia/version, nvidia-smi)", install),
+                )
             return CheckResult(
                 ID,
                 Status.FAIL,

@@ -43,6 +43,7 @@ def nccl_ifname_matches(
 ) -> tuple[list[str], list[str]]:
     """Apply NCCL_SOCKET_IFNAME's rules: (interfaces NCCL may use, entries that match nothing up).
 
+    >>> from envkit.facts import NetInterface
     >>> nccl_ifname_matches("eth", [NetInterface("eth0", True), NetInterface("lo", True)])
     (['eth0'], [])
     """

@@ -1,0 +1,165 @@
+"""The command line: exit codes, stdout/stderr discipline, and no tracebacks on bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envkit import __version__, cli
+from envkit.errors import EXIT_INTERNAL, EXIT_USAGE
+
+runner = CliRunner()
+
+
+def envkit_cmd(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "envkit", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kwargs,  # type: ignore[call-overload]
+    )
+
+
+def test_version() -> None:
+    result = runner.invoke(cli.app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout == f"envkit {__version__}\n"
+
+
+def test_help_documents_the_exit_codes() -> None:
+    result = runner.invoke(cli.app, ["--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    for words in (
+        "0 healthy/done",
+        "1 a check failed",
+        "2 usage or input error",
+        "3 no build satisfies",
+        "70 internal error",
+        "130 interrupted",
+    ):
+        assert words in text
+
+
+def test_doctor_json_on_this_machine() -> None:
+    proc = envkit_cmd("doctor", "--json")
+    assert proc.returncode in (0, 1), proc.stderr
+    report = json.loads(proc.stdout)  # stdout is only the JSON
+    assert report["schema"] == "envkit.report/1"
+    assert report["envkit_version"] == __version__
+    assert {"driver", "gpus", "toolkits", "python", "torch", "host"} <= set(report["facts"])
+    ids = [c["id"] for c in report["checks"]]
+    assert ids[:2] == ["driver.loaded", "gpu.health"]
+    assert all(set(c) >= {"id", "status", "summary", "detail", "fix"} for c in report["checks"])
+    assert report["summary"]["exit_code"] == proc.returncode
+    assert "Traceback" not in proc.stderr
+
+
+def test_doctor_human_report_on_this_machine() -> None:
+    proc = envkit_cmd("doctor")
+    assert "envkit doctor" in proc.stdout
+    assert "driver.loaded" in proc.stdout
+    assert "checks:" in proc.stdout
+
+
+def test_from_file_round_trip(tmp_path: Path) -> None:
+    saved = envkit_cmd("doctor", "--json").stdout
+    path = tmp_path / "report.json"
+    path.write_text(saved)
+    result = runner.invoke(cli.app, ["doctor", "--from", str(path), "--json"])
+    again = json.loads(result.stdout)
+    assert again["source"] == str(path)
+    assert again["facts"] == json.loads(saved)["facts"]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("{broken", "envkit: --from {path}: not an envkit report (invalid JSON: "),
+        (
+            '{"schema": "envkit.report/1", "facts": {"driver": {"version": 5}}}',
+            "envkit: {path}: facts.driver.version: expected a version string, got int 5\n",
+        ),
+    ],
+)
+def test_malformed_from_file_is_one_line_and_exit_2(
+    tmp_path: Path, content: str, expected: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    proc = envkit_cmd("doctor", "--from", str(path))
+    assert proc.returncode == EXIT_USAGE
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(expected.format(path=path))
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2  # the error, and at most a hint
+
+
+def test_unknown_env_is_exit_2() -> None:
+    proc = envkit_cmd("doctor", "--env", "no-such-env-envkit-test")
+    assert proc.returncode == EXIT_USAGE
+    assert proc.stderr.startswith(
+        "envkit: --env no-such-env-envkit-test: no environment of that name"
+    )
+    assert "Traceback" not in proc.stderr
+
+
+def test_usage_errors_are_exit_2() -> None:
+    assert runner.invoke(cli.app, ["doctor", "--timeout", "-1"]).exit_code == EXIT_USAGE
+    assert runner.invoke(cli.app, ["doctor", "--no-such-flag"]).exit_code == EXIT_USAGE
+    assert runner.invoke(cli.app, ["doctor", "--from", "x.json", "--deep"]).exit_code == EXIT_USAGE
+
+
+def test_internal_error_writes_a_log_and_exits_70(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import envkit.doctor
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("envkit bug for the test")
+
+    monkeypatch.setattr(envkit.doctor, "diagnose", broken)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    result = runner.invoke(cli.app, ["doctor"])
+    assert result.exit_code == EXIT_INTERNAL
+    assert "internal error: RuntimeError: envkit bug for the test" in result.stderr
+    assert "Traceback" not in result.stderr
+    (log,) = (tmp_path / "envkit" / "logs").glob("crash-*.log")
+    assert "Traceback" in log.read_text() and str(log) in " ".join(result.stderr.split())
+
+
+def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    import envkit.doctor
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(envkit.doctor, "diagnose", interrupted)
+    result = runner.invoke(cli.app, ["doctor"])
+    assert result.exit_code == 130
+    assert result.stderr == "envkit: interrupted\n"
+
+
+def test_strict_turns_warnings_into_exit_1(tmp_path: Path) -> None:
+    from envkit.checks import run_checks
+    from envkit.facts import Facts, HostFacts
+    from envkit.report import Report
+
+    facts = Facts(
+        host=HostFacts(hostname="n1", shm_bytes=512 * 1024 * 1024)
+    )  # warnings, no failure
+    path = tmp_path / "warn.json"
+    path.write_text(json.dumps(Report.new(facts, run_checks(facts)).to_json()))
+    plain = runner.invoke(cli.app, ["doctor", "--from", str(path)])
+    strict = runner.invoke(cli.app, ["doctor", "--from", str(path), "--strict"])
+    assert plain.exit_code == 0
+    assert strict.exit_code == 1
+    assert "/dev/shm is 512 MiB" in plain.stdout
+    assert "fix: in Docker: run with --ipc=host" in plain.stdout
+    assert "healthy" in plain.stdout and "unhealthy" in strict.stdout

@@ -1,0 +1,130 @@
+"""envkit._proc.run with real child processes (nox's rule: test timeouts with real children)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from envkit._proc import run
+
+PY = sys.executable
+
+
+def test_captures_output_and_code() -> None:
+    result = run(
+        [PY, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"],
+        timeout=10,
+    )
+    assert result.returncode == 3
+    assert result.stdout == "out\n"
+    assert result.stderr == "err\n"
+    assert not result.ok and not result.timed_out
+    assert result.describe().endswith("exited with 3")
+
+
+def test_missing_program_is_a_result_not_an_exception() -> None:
+    result = run(["/nonexistent/envkit-test-program", "--version"], timeout=5)
+    assert result.returncode is None
+    assert result.error == "not found"
+    assert "could not run: not found" in result.describe()
+
+
+def test_permission_denied(tmp_path: Path) -> None:
+    script = tmp_path / "not-executable"
+    script.write_text("#!/bin/sh\necho hi\n")
+    result = run([str(script)], timeout=5)
+    assert result.error == "permission denied"
+
+
+def test_timeout_kills_the_child_quickly() -> None:
+    start = time.monotonic()
+    result = run(
+        [PY, "-c", "import time; print('started', flush=True); time.sleep(30)"], timeout=0.5
+    )
+    elapsed = time.monotonic() - start
+    assert result.timed_out
+    assert result.returncode is None
+    assert result.stdout == "started\n"  # what it printed before the timeout is kept
+    assert elapsed < 5
+    assert "timed out after" in result.describe()
+
+
+def test_timeout_escalates_to_sigkill_when_sigterm_is_ignored() -> None:
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('x', flush=True); time.sleep(30)"
+    start = time.monotonic()
+    result = run([PY, "-c", code], timeout=0.5)
+    assert result.timed_out
+    assert time.monotonic() - start < 5
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is dead for our purpose.
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_grandchildren_die_with_the_child(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    code = (
+        "import subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+    )
+    result = run([PY, "-c", code], timeout=10)
+    assert result.ok
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+def test_hung_grandchild_holding_the_pipe_is_killed_on_timeout(tmp_path: Path) -> None:
+    # The child exits at once but leaves a grandchild holding stdout: communicate() would wait.
+    code = (
+        "import subprocess, sys\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print('parent done', flush=True)\n"
+    )
+    start = time.monotonic()
+    result = run([PY, "-c", code], timeout=1)
+    assert time.monotonic() - start < 6
+    assert result.timed_out
+    assert "parent done" in result.stdout
+
+
+def test_signal_death_is_described() -> None:
+    result = run([PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"], timeout=10)
+    assert result.returncode == -11
+    assert result.describe().endswith("was killed by SIGSEGV")
+
+
+def test_env_replaces_the_environment() -> None:
+    result = run(
+        [PY, "-c", "import os; print(os.environ.get('ENVKIT_T', '-'))"],
+        timeout=10,
+        env={"ENVKIT_T": "yes"},
+    )
+    assert result.stdout.strip() == "yes"
+
+
+def test_tail_prefers_stderr() -> None:
+    result = run(
+        [
+            PY,
+            "-c",
+            "import sys; print('a'); print('\\n'.join(map(str, range(20))), file=sys.stderr)",
+        ],
+        timeout=10,
+    )
+    assert result.tail(3) == "17\n18\n19"

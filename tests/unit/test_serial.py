@@ -1,0 +1,122 @@
+"""Facts and reports survive JSON both ways; bad input names the field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from envkit.errors import InputError
+from envkit.facts import (
+    CondaPackage,
+    DeepTorchFacts,
+    DeviceInfo,
+    Distribution,
+    DriverFacts,
+    Facts,
+    GpuFacts,
+    HostFacts,
+    NetInterface,
+    PythonFacts,
+    SharedLib,
+    ToolkitFacts,
+    TorchFacts,
+    facts_from_json,
+    facts_to_json,
+)
+from envkit.versions import ComputeCapability, NvVersion, Version
+
+
+def full_facts() -> Facts:
+    return Facts(
+        host=HostFacts(
+            hostname="node1",
+            nvidia_pci_devices=("0000:07:00.0",),
+            nvidia_module_loaded=True,
+            shm_bytes=64 * 1024 * 1024,
+            interfaces=(NetInterface("eth0", True),),
+            env={"NCCL_SOCKET_IFNAME": "eth0"},
+            cuda_libs=(
+                SharedLib("/opt/cudnn/libcudnn.so.8", "cudnn", Version("8.9.2"), "LD_LIBRARY_PATH"),
+            ),
+        ),
+        driver=DriverFacts(
+            version=NvVersion("535.104.05"), cuda_version=Version("12.2"), source="nvml"
+        ),
+        gpus=(
+            GpuFacts(
+                index=0,
+                name="NVIDIA H100 80GB HBM3",
+                compute_capability=ComputeCapability(9, 0),
+                clock_events=("gpu_idle",),
+                power_w=70.5,
+                unsupported=("retired_pages",),
+                cuda_index=0,
+            ),
+        ),
+        toolkits=(
+            ToolkitFacts(
+                nvcc="/usr/local/cuda/bin/nvcc", version=Version("12.4.131"), sources=("PATH",)
+            ),
+        ),
+        python=PythonFacts(
+            executable="/usr/bin/python3", selected_by="PATH", version=Version("3.11.7")
+        ),
+        torch=TorchFacts(
+            version=Version("2.5.1+cu121"),
+            cuda=Version("12.1"),
+            distributions=(Distribution("torch", Version("2.5.1+cu121"), "/site"),),
+            conda_packages=(
+                CondaPackage("pytorch", Version("2.1.0"), "py3.10_cuda12.1_0", "pytorch"),
+            ),
+            deep=DeepTorchFacts(
+                ok=True,
+                devices=(DeviceInfo("H100", ComputeCapability(9, 0)),),
+                nccl=Version("2.21.5"),
+            ),
+        ),
+        notes=("a note",),
+    )
+
+
+def test_round_trip_is_lossless() -> None:
+    facts = full_facts()
+    data = json.loads(json.dumps(facts_to_json(facts)))
+    assert data["driver"]["version"] == "535.104.05"  # NVIDIA's spelling survives
+    assert data["gpus"][0]["compute_capability"] == "9.0"
+    back = facts_from_json(data)
+    assert back == facts
+    assert str(back.driver.version) == "535.104.05"
+
+
+def test_unknown_fields_are_ignored_and_missing_ones_default() -> None:
+    data = facts_to_json(Facts())
+    data["driver"]["added_by_a_newer_envkit"] = 1
+    del data["toolkits"]
+    assert facts_from_json(data) == Facts()
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        (lambda d: d["gpus"][0].update(index="zero"), "facts.gpus[0].index: expected int"),
+        (
+            lambda d: d["driver"].update(version=535),
+            "facts.driver.version: expected a version string",
+        ),
+        (
+            lambda d: d["driver"].update(version="not.a.version!"),
+            "facts.driver.version: expected a version",
+        ),
+        (lambda d: d["gpus"][0].update(compute_capability="ninety"), "compute capability"),
+        (lambda d: d.update(gpus={}), "facts.gpus: expected a list"),
+        (lambda d: d["host"].update(env=[]), "facts.host.env: expected an object"),
+        (lambda d: d["gpus"][0].pop("index"), "missing field 'index'"),
+        (lambda d: d["gpus"][0].update(power_w="70 W"), "expected a number"),
+    ],
+)
+def test_bad_values_name_their_field(patch, message: str) -> None:  # type: ignore[no-untyped-def]
+    data = facts_to_json(full_facts())
+    patch(data)
+    with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        facts_from_json(data)
