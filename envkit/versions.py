@@ -93,11 +93,3 @@ def parse_compute_capability(text: str) -> ComputeCapability | None:
     if match is None:
         return None
     return ComputeCapability(int(match.group(1)), int(match.group(2)))
-    major, dotted_minor, packed_minor = match.groups()
-    if dotted_minor is not None:
-        return ComputeCapability(int(major), int(dotted_minor))
-    if packed_minor is not None:
-        return ComputeCapability(int(major), int(packed_minor))
-    # "sm_90" arrives here as major "9", packed "0"; "sm_120" as major "12", packed "0";
-    # a bare "9" (no minor) is not a compute capability.
-    return None
