@@ -59,24 +59,51 @@ def normalize(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def distributions() -> List[List[Optional[str]]]:
+def _egg_info_version(path: str) -> Optional[str]:
     try:
-        from importlib import metadata
-    except ImportError:  # Python < 3.8 is not supported by the probes
-        return []
+        with open(os.path.join(path, "PKG-INFO"), encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def distributions() -> List[List[Optional[str]]]:
+    """Every interesting distribution on sys.path, duplicates included, in sys.path order.
+
+    Names and versions come from the metadata folder names (``torch-2.5.1+cu121.dist-info``,
+    PEP 376/427), which is what importlib.metadata would read, without importing it or opening
+    every METADATA file: the probe has to stay fast in environments with hundreds of packages.
+    """
     found: List[List[Optional[str]]] = []
-    for dist in metadata.distributions():
-        try:
-            name = dist.metadata["Name"] or ""
-        except Exception:
+    seen = set()
+    for entry in sys.path:
+        location = os.path.abspath(entry or ".")
+        if location in seen or not os.path.isdir(location):
             continue
-        norm = normalize(name)
-        if norm in INTERESTING or norm.startswith("nvidia-"):
-            try:
-                location = str(dist.locate_file(""))
-            except Exception:
-                location = None
-            found.append([name, dist.version, location])
+        seen.add(location)
+        try:
+            names = os.listdir(location)
+        except OSError:
+            continue
+        for folder in names:
+            if folder.endswith(".dist-info"):
+                stem = folder[: -len(".dist-info")]
+            elif folder.endswith(".egg-info"):
+                stem = folder[: -len(".egg-info")]
+            else:
+                continue
+            name, _, rest = stem.partition("-")
+            norm = normalize(name)
+            if norm not in INTERESTING and not norm.startswith("nvidia-"):
+                continue
+            if folder.endswith(".dist-info"):
+                version: Optional[str] = rest
+            else:  # name-1.0-py3.8.egg-info, or name.egg-info from `setup.py develop`
+                version = rest.split("-py", 1)[0] or _egg_info_version(os.path.join(location, folder))
+            found.append([norm, version or None, location])
     return found
 
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Run on a machine with an NVIDIA GPU: compares nvidia-smi with `envkit doctor --deep --json` and
+# prints where they disagree (driver version, GPU count, names, memory, compute capability), then
+# the doctor report and an NVML recording for tests/data/nvml/.
+#
+#   bash scripts/gpu_check.sh [OUT_DIR]
+set -uo pipefail
+out=${1:-${OUT:-gpu-check-out}}
+mkdir -p "$out"
+py=${PYTHON:-python3}
+
+echo "== nvidia-smi"
+nvidia-smi | tee "$out/nvidia-smi.txt"
+nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap --format=csv,noheader,nounits \
+  | tee "$out/nvidia-smi-query.csv"
+
+echo "== envkit doctor --deep --json"
+start=$(date +%s.%N)
+"$py" -m envkit doctor --deep --json --python "$py" > "$out/doctor.json"
+rc=$?
+echo "exit code $rc, $(echo "$(date +%s.%N) - $start" | bc) s"
+"$py" -m envkit doctor --from "$out/doctor.json" || true
+
+echo "== NVML recording"
+"$py" scripts/record_nvml.py > "$out/nvml.json" && echo "written $out/nvml.json"
+
+echo "== where nvidia-smi and envkit disagree"
+"$py" - "$out/nvidia-smi-query.csv" "$out/doctor.json" <<'PY'
+import csv, json, sys
+rows = [r for r in csv.reader(open(sys.argv[1]), skipinitialspace=True) if r]
+report = json.load(open(sys.argv[2]))
+facts = report["facts"]
+gpus = facts["gpus"]
+problems = []
+if len(rows) != len(gpus):
+    problems.append(f"GPU count: nvidia-smi {len(rows)}, envkit {len(gpus)}")
+for row, gpu in zip(rows, gpus):
+    index, name, driver, memory, cc = row
+    if driver != facts["driver"]["version"]:
+        problems.append(f"GPU {index} driver: nvidia-smi {driver}, envkit {facts['driver']['version']}")
+    if name != gpu["name"]:
+        problems.append(f"GPU {index} name: nvidia-smi {name!r}, envkit {gpu['name']!r}")
+    if int(memory) != gpu["memory_total_mib"]:
+        problems.append(f"GPU {index} memory MiB: nvidia-smi {memory}, envkit {gpu['memory_total_mib']}")
+    if cc != gpu["compute_capability"]:
+        problems.append(f"GPU {index} compute capability: nvidia-smi {cc}, envkit {gpu['compute_capability']}")
+deep = facts["torch"].get("deep") or {}
+print("\n".join(problems) if problems else f"no disagreement ({len(gpus)} GPUs)")
+print("torch deep probe:", json.dumps({k: deep.get(k) for k in ("ok", "version", "cuda_available", "device_count", "arch_list", "nccl", "bf16_supported")}))
+PY
