@@ -102,7 +102,8 @@ def distributions() -> List[List[Optional[str]]]:
             if folder.endswith(".dist-info"):
                 version: Optional[str] = rest
             else:  # name-1.0-py3.8.egg-info, or name.egg-info from `setup.py develop`
-                version = rest.split("-py", 1)[0] or _egg_info_version(os.path.join(location, folder))
+                version = rest.split("-py", 1)[0]
+                version = version or _egg_info_version(os.path.join(location, folder))
             found.append([norm, version or None, location])
     return found
 
