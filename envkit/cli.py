@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, Optional, TypeVar
 
 import typer
-from rich.console import Console
 
 from envkit import __version__
 from envkit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EnvkitError
@@ -39,8 +38,24 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-stdout = Console(highlight=False, soft_wrap=True)
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+class _LazyConsole:
+    """A rich Console made on first use: --json runs never import rich."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(highlight=False, soft_wrap=True, **self._options)
+        return getattr(self._console, name)
+
+
+stdout: Any = _LazyConsole()
+stderr: Any = _LazyConsole(stderr=True)
 
 
 def _log_dir() -> Path:
@@ -170,6 +185,60 @@ def doctor(
 
         render_report(report, stdout, verbose=verbose, strict=strict)
     return report.exit_code(strict=strict)
+
+
+@app.command()
+@guarded
+def resolve(
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the envkit.plan/1 JSON on stdout.")
+    ] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Say why each newer candidate was passed over.")
+    ] = False,
+    torch: Annotated[
+        Optional[str], typer.Option("--torch", help="torch version spec: 2.5.*, >=2.4, 2.5.1")
+    ] = None,
+    cuda: Annotated[
+        str, typer.Option("--cuda", help="auto | cpu | 12.1 | cu121 | 12 (newest 12.x) | rocm6.2")
+    ] = "auto",
+    channel: Annotated[str, typer.Option("--channel", help="pip or conda")] = "pip",
+    driver: Annotated[
+        Optional[str], typer.Option("--driver", help="Plan for this driver (e.g. 535.104.05).")
+    ] = None,
+    gpu: Annotated[
+        Optional[list[str]],
+        typer.Option("--gpu", help="Plan for this GPU: sm_90, 8.6 or a model (repeatable)."),
+    ] = None,
+    no_gpu: Annotated[
+        bool, typer.Option("--no-gpu", help="Plan for a machine without a GPU.")
+    ] = False,
+    platform: Annotated[
+        Optional[str],
+        typer.Option("--platform", help="linux-x86_64, linux-aarch64, windows-x86_64, macos-arm64"),
+    ] = None,
+    python: Annotated[
+        Optional[str], typer.Option("--python", help="Plan for this Python (e.g. 3.10).")
+    ] = None,
+    env: Annotated[
+        Optional[str], typer.Option("--env", help="Take Python and platform from this environment.")
+    ] = None,
+) -> int:
+    """Which torch build, CUDA variant, Python and index fit this (or another) machine."""
+    from envkit.planning import PlanFlags, make_plan
+    from envkit.system import System
+
+    flags = PlanFlags(driver, tuple(gpu or ()), no_gpu, platform, python, env, torch, cuda, channel)
+    plan = make_plan(System(), flags)
+    if json_out:
+        from envkit.render import render_json
+
+        sys.stdout.write(render_json(plan.to_json()) + "\n")
+    else:
+        from envkit.render import render_plan
+
+        render_plan(plan, stdout, explain=explain)
+    return 0
 
 
 def main() -> None:

@@ -12,11 +12,14 @@ from envkit.checks._common import and_list, plural
 from envkit.report import CheckResult, Report, Status
 
 if TYPE_CHECKING:
+    from envkit.resolve import Plan
+
+if TYPE_CHECKING:
     from rich.console import Console
 
     from envkit.facts import Facts
 
-__all__ = ["render_json", "render_report"]
+__all__ = ["render_json", "render_plan", "render_report"]
 
 GLYPHS: Final = {Status.PASS: "✓", Status.WARN: "!", Status.FAIL: "✗", Status.SKIP: "–"}
 ASCII_GLYPHS: Final = {Status.PASS: "ok", Status.WARN: "!!", Status.FAIL: "XX", Status.SKIP: "--"}
@@ -121,3 +124,36 @@ def render_report(
     if report.duration_s is not None:
         tally.append(f" ({report.duration_s:.2f} s)", style="dim")
     console.print(tally)
+
+
+def render_plan(plan: Plan, console: Console, *, explain: bool = False) -> None:
+    """The chosen build, its install command, warnings, and (--explain) what was passed over."""
+    header = Text("envkit resolve", style="bold")
+    header.append(f" — {plan.target.describe()} ({plan.target.described_by})", style="dim")
+    console.print(header)
+    cuda = (
+        f"CUDA {plan.cuda}" if plan.cuda else "CPU only" if plan.variant == "cpu" else plan.variant
+    )
+    line = Text("  torch ")
+    line.append(f"{plan.torch}", style="bold green")
+    line.append(
+        f" + {plan.variant} ({cuda}) · torchvision {plan.torchvision}"
+        f" · torchaudio {plan.torchaudio}"
+    )
+    if plan.python:
+        line.append(f" · Python {plan.python}")
+    console.print(line)
+    if plan.conda is not None:
+        console.print(Text(f"  {plan.conda_command()}", style="cyan"))
+    else:
+        console.print(Text(f"  {plan.pip_command()}", style="cyan"))
+    for warning in plan.warnings:
+        console.print(Text(f"  ! {warning}", style="yellow"))
+    if explain:
+        console.print()
+        if plan.rejected:
+            console.print(Text("Passed over (newest first):", style="bold"))
+            for rejection in plan.rejected:
+                console.print(Text(f"  {rejection.candidate}: {rejection.reason}"))
+        else:
+            console.print(Text("Nothing newer was passed over.", style="dim"))

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from envkit.system import System
 
-__all__ = ["detect_all", "run_bounded"]
+__all__ = ["detect_all", "detect_for_plan", "run_bounded"]
 
 
 class _Outcome:
@@ -128,3 +128,17 @@ def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Fa
         torch=torch,
         notes=tuple(notes),
     )
+
+
+def detect_for_plan(system: System, interp: Interpreter | None, *, gpus: bool = True) -> Facts:
+    """Only what a plan needs: the driver and GPUs (unless flags describe them) and the
+    interpreter's Python and platform (when ``interp`` is given). Quicker than detect_all."""
+    tasks: dict[str, Callable[[], Any]] = {}
+    if gpus:
+        tasks["nvidia"] = lambda: _nvidia(system)
+    if interp is not None:
+        tasks["python"] = lambda: detect_python(system, interp)
+    values, notes = run_bounded(tasks, system.deadline)
+    driver, gpu_facts = values.get("nvidia", (DriverFacts(), ()))
+    python, torch = values.get("python", (None, TorchFacts()))
+    return Facts(driver=driver, gpus=gpu_facts, python=python, torch=torch, notes=tuple(notes))

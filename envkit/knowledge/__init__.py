@@ -1,0 +1,476 @@
+"""The knowledge base: torch releases and their wheel variants, compiled GPU architectures, CUDA
+toolkit -> driver floors, GPUs, and the conda routes. Data, not code.
+
+The TOML files beside this module are the data (each row cites its source; SOURCES.md says what
+was confirmed). They are read once, validated as they are read (a bad row names its file, its
+position and the field), and cross-checked: every CUDA variant has driver floors, every variant of
+a release has one compiled-architecture row, the PyPI default is a variant of its release.
+``scripts/update_knowledge.py`` refreshes the release rows from the PyTorch wheel index.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Optional
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from envkit.errors import EnvkitError
+from envkit.versions import ComputeCapability, NvVersion, Version, parse_compute_capability
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
+__all__ = [
+    "PLATFORMS",
+    "ArchRow",
+    "CudaFamily",
+    "Gpu",
+    "Knowledge",
+    "KnowledgeError",
+    "Release",
+    "Toolkit",
+    "load_knowledge",
+    "variant_cuda",
+]
+
+DATA_DIR: Final = Path(__file__).parent
+PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64")
+# Platforms whose CUDA variants must have a compiled-architecture row.
+CUDA_PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
+_VARIANT_RE: Final = re.compile(r"^(cpu|cu\d{3}|rocm\d+(\.\d+)*|xpu)$")
+
+
+class KnowledgeError(EnvkitError):
+    """The knowledge base itself is wrong: a bug in envkit's data, not the user's input."""
+
+
+def variant_cuda(variant: str) -> Optional[Version]:
+    """The CUDA version of a wheel variant: cu121 -> 12.1, cu118 -> 11.8; None for cpu/rocm.
+
+    >>> variant_cuda("cu130"), variant_cuda("cpu")
+    (<Version('13.0')>, None)
+    """
+    if re.fullmatch(r"cu\d{3}", variant):
+        return Version(f"{variant[2:-1]}.{variant[-1]}")
+    return None
+
+
+@dataclass(frozen=True)
+class Release:
+    torch: Version
+    python: tuple[Version, ...]  # CPython minors with wheels
+    torchvision: Version
+    torchaudio: Version
+    triton: Optional[Version]
+    pypi_default: str
+    variants: dict[str, tuple[str, ...]]  # platform -> wheel index folders
+    unlisted: tuple[str, ...]  # variants on the index that pytorch.org does not offer
+    conda_pytorch_cuda: tuple[Version, ...]  # pytorch-cuda=X.Y on -c pytorch (empty: not there)
+    date: Optional[str]
+    source: str
+
+    def has(self, platform: str, variant: str) -> bool:
+        return variant in self.variants.get(platform, ())
+
+
+@dataclass(frozen=True)
+class ArchRow:
+    torch: SpecifierSet
+    variant: str
+    platform: str
+    sass: tuple[ComputeCapability, ...]
+    ptx: tuple[ComputeCapability, ...]
+    source: str
+
+    def covers(self, cc: ComputeCapability) -> bool:
+        """Whether code for ``cc`` is in the build: SASS of the same major and a minor not above
+        it (sm_86 runs on 8.9), or PTX of an older-or-equal architecture, JIT-compiled by the
+        driver (CUDA C Programming Guide, "Binary Compatibility" / "PTX Compatibility")."""
+        return any(s.major == cc.major and s.minor <= cc.minor for s in self.sass) or any(
+            p <= cc for p in self.ptx
+        )
+
+    def names(self) -> list[str]:
+        return [c.sm for c in self.sass] + [f"compute_{p.major}{p.minor}" for p in self.ptx]
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """A CUDA minor and the driver its toolkit shipped with (NVIDIA's Table 3, GA row)."""
+
+    cuda: Version
+    linux_driver: NvVersion
+    windows_driver: Optional[NvVersion]
+    source: str
+
+
+@dataclass(frozen=True)
+class CudaFamily:
+    """A CUDA major and its minor-version-compatibility driver floor (NVIDIA's Table 2)."""
+
+    major: int
+    linux_min_driver: NvVersion
+    windows_min_driver: Optional[NvVersion]
+    source: str
+
+
+@dataclass(frozen=True)
+class DriverArchRule:
+    """GPUs whose support ends after a driver branch (``last_branch``) or starts at one."""
+
+    what: str
+    min_cc: ComputeCapability
+    max_cc: ComputeCapability
+    last_branch: Optional[int]
+    first_branch: Optional[int]
+    source: str
+
+    def applies(self, cc: ComputeCapability) -> bool:
+        return self.min_cc <= cc <= self.max_cc
+
+
+@dataclass(frozen=True)
+class Gpu:
+    model: str
+    match: re.Pattern[str]
+    cc: ComputeCapability
+    bf16_tflops: Optional[float]
+    fp16_tflops: Optional[float]
+    memory_bandwidth_gbs: Optional[float]
+    source: str
+
+
+@dataclass(frozen=True)
+class CondaRoutes:
+    pytorch_last_release: Version
+    pytorch_channels: tuple[str, ...]
+    pytorch_cuda_versions: tuple[Version, ...]
+    cpu_package: str
+    forge_channel: str
+    forge_gpu_package: str
+    forge_cuda_selector: str
+    forge_max_cuda: Version
+    forge_releases: tuple[Version, ...]
+    cudatoolkit_versions: tuple[Version, ...]
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    releases: tuple[Release, ...]  # newest first
+    arch: tuple[ArchRow, ...]
+    toolkits: dict[str, Toolkit]  # "12.1" -> …
+    families: dict[int, CudaFamily]
+    driver_rules: tuple[DriverArchRule, ...]
+    gpus: tuple[Gpu, ...]
+    conda: CondaRoutes
+
+    def release(self, version: Version) -> Optional[Release]:
+        public = Version(version.public)
+        return next((r for r in self.releases if r.torch == public), None)
+
+    def arch_for(self, release: Release, variant: str, platform: str) -> Optional[ArchRow]:
+        for row in self.arch:
+            if (
+                row.variant == variant
+                and row.platform == platform
+                and row.torch.contains(release.torch)
+            ):
+                return row
+        return None
+
+    def toolkit(self, cuda: Version) -> Optional[Toolkit]:
+        return self.toolkits.get(f"{cuda.major}.{cuda.minor}")
+
+    def family(self, cuda: Version) -> Optional[CudaFamily]:
+        return self.families.get(cuda.major)
+
+    def gpu_named(self, name: str) -> Optional[Gpu]:
+        """The first GPU row whose pattern matches an NVML name (or a user's "RTX 5090")."""
+        return next((g for g in self.gpus if g.match.search(name)), None)
+
+
+class _Row:
+    """One TOML table, read with errors that name the file, the row and the field."""
+
+    def __init__(self, file: str, kind: str, index: int, data: object) -> None:
+        if not isinstance(data, dict):
+            raise KnowledgeError(f"{file}: [[{kind}]] #{index + 1} is not a table")
+        self.data: dict[str, Any] = data
+        label = (
+            data.get("torch") or data.get("cuda") or data.get("model") or data.get("major") or ""
+        )
+        self.where = f"{file}: [[{kind}]] #{index + 1}" + (f" ({label})" if label else "")
+
+    def fail(self, field: str, expected: str) -> KnowledgeError:
+        value = self.data.get(field, "<missing>")
+        return KnowledgeError(f"{self.where}: field {field!r}: expected {expected}, got {value!r}")
+
+    def raw(self, field: str, kind: type, optional: bool) -> Any:
+        if field not in self.data:
+            if optional:
+                return None
+            raise self.fail(field, kind.__name__)
+        value = self.data[field]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise self.fail(field, kind.__name__)
+        return value
+
+    def text(self, field: str) -> str:
+        return str(self.raw(field, str, False))
+
+    def opt_text(self, field: str) -> Optional[str]:
+        value = self.raw(field, str, True)
+        return None if value is None else str(value)
+
+    def version(self, field: str, optional: bool = False) -> Any:
+        value = self.raw(field, str, optional)
+        if value is None:
+            return None
+        try:
+            return NvVersion(value)
+        except ValueError:
+            raise self.fail(field, "a version") from None
+
+    def versions(self, field: str) -> tuple[Version, ...]:
+        items = self.raw(field, list, True) or []
+        try:
+            return tuple(Version(v) for v in items)
+        except (ValueError, TypeError):
+            raise self.fail(field, "a list of versions") from None
+
+    def cc(self, field: str) -> ComputeCapability:
+        value = self.raw(field, str, False)
+        cc = parse_compute_capability(value)
+        if cc is None:
+            raise self.fail(field, 'a compute capability like "9.0"')
+        return cc
+
+    def ccs(self, field: str) -> tuple[ComputeCapability, ...]:
+        items = self.raw(field, list, False)
+        parsed = [parse_compute_capability(v) if isinstance(v, str) else None for v in items]
+        if any(p is None for p in parsed):
+            raise self.fail(field, "a list of compute capabilities")
+        return tuple(p for p in parsed if p is not None)
+
+    def number(self, field: str) -> Optional[float]:
+        value = self.data.get(field)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(field, "a number")
+        return float(value)
+
+    def integer(self, field: str, optional: bool = False) -> Optional[int]:
+        value = self.raw(field, int, optional)
+        return None if value is None else int(value)
+
+
+def _load(name: str) -> dict[str, Any]:
+    path = DATA_DIR / f"{name}.toml"
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise KnowledgeError(f"{path.name}: cannot be read: {exc}") from None
+
+
+def _rows(data: dict[str, Any], file: str, kind: str) -> list[_Row]:
+    items = data.get(kind, [])
+    if not isinstance(items, list):
+        raise KnowledgeError(f"{file}: [[{kind}]] must be an array of tables")
+    return [_Row(file, kind, i, item) for i, item in enumerate(items)]
+
+
+def _release(row: _Row) -> Release:
+    variants_raw = row.raw("variants", dict, False)
+    variants: dict[str, tuple[str, ...]] = {}
+    for platform, items in variants_raw.items():
+        if platform not in PLATFORMS:
+            raise row.fail("variants", f"platforms among {', '.join(PLATFORMS)}")
+        if not isinstance(items, list) or not all(
+            isinstance(v, str) and _VARIANT_RE.match(v) for v in items
+        ):
+            raise row.fail("variants", f"a list of variant names for {platform}")
+        variants[platform] = tuple(items)
+    conda = row.data.get("conda") or {}
+    conda_row = _Row(row.where, "conda", 0, conda)
+    unlisted = tuple(row.raw("unlisted", list, True) or ())
+    release = Release(
+        torch=row.version("torch"),
+        python=row.versions("python"),
+        torchvision=row.version("torchvision"),
+        torchaudio=row.version("torchaudio"),
+        triton=row.version("triton", optional=True),
+        pypi_default=row.text("pypi_default"),
+        variants=variants,
+        unlisted=unlisted,
+        conda_pytorch_cuda=conda_row.versions("pytorch_cuda"),
+        date=row.opt_text("date"),
+        source=row.text("source"),
+    )
+    if not release.python:
+        raise row.fail("python", "a non-empty list of Python versions")
+    if not release.has("linux-x86_64", release.pypi_default):
+        raise row.fail("pypi_default", "one of the release's linux-x86_64 variants")
+    for variant in unlisted:
+        if not any(variant in v for v in variants.values()):
+            raise row.fail("unlisted", "variants the release has")
+    return release
+
+
+def _arch(row: _Row) -> ArchRow:
+    try:
+        spec = SpecifierSet(row.text("torch"))
+    except InvalidSpecifier:
+        raise row.fail("torch", "a PEP 440 specifier like '>=2.7,<2.8'") from None
+    platform = row.text("platform")
+    if platform not in PLATFORMS:
+        raise row.fail("platform", f"one of {', '.join(PLATFORMS)}")
+    return ArchRow(
+        spec, row.text("variant"), platform, row.ccs("sass"), row.ccs("ptx"), row.text("source")
+    )
+
+
+def _gpu(row: _Row) -> Gpu:
+    try:
+        pattern = re.compile(row.text("match"), re.IGNORECASE)
+    except re.error as exc:
+        raise row.fail("match", f"a regular expression ({exc})") from None
+    return Gpu(
+        model=row.text("model"),
+        match=pattern,
+        cc=row.cc("cc"),
+        bf16_tflops=row.number("bf16_tflops"),
+        fp16_tflops=row.number("fp16_tflops"),
+        memory_bandwidth_gbs=row.number("memory_bandwidth_gbs"),
+        source=row.text("source"),
+    )
+
+
+def _conda(data: dict[str, Any]) -> CondaRoutes:
+    channel = _Row("conda.toml", "pytorch_channel", 0, data.get("pytorch_channel"))
+    forge = _Row("conda.toml", "conda_forge", 0, data.get("conda_forge"))
+    channels = channel.raw("channels", list, False)
+    return CondaRoutes(
+        pytorch_last_release=channel.version("last_release"),
+        pytorch_channels=tuple(str(c) for c in channels),
+        pytorch_cuda_versions=channel.versions("pytorch_cuda_versions"),
+        cpu_package=channel.text("cpu_package"),
+        forge_channel=forge.text("channel"),
+        forge_gpu_package=forge.text("gpu_package"),
+        forge_cuda_selector=forge.text("cuda_selector"),
+        forge_max_cuda=forge.version("max_cuda_version"),
+        forge_releases=tuple(
+            r.version("torch") for r in _rows(data, "conda.toml", "conda_forge_release")
+        ),
+        cudatoolkit_versions=tuple(
+            r.version("version") for r in _rows(data, "conda.toml", "cudatoolkit")
+        ),
+    )
+
+
+def _driver_rules(data: dict[str, Any]) -> tuple[DriverArchRule, ...]:
+    rules = [
+        DriverArchRule(
+            r.text("what"),
+            r.cc("min_cc"),
+            r.cc("max_cc"),
+            r.integer("last_driver_branch"),
+            None,
+            r.text("source"),
+        )
+        for r in _rows(data, "cuda.toml", "deprecation")
+    ]
+    rules += [
+        DriverArchRule(
+            r.text("what"),
+            r.cc("min_cc"),
+            r.cc("max_cc"),
+            None,
+            r.integer("min_driver_branch"),
+            r.text("source"),
+        )
+        for r in _rows(data, "cuda.toml", "arch_min_driver")
+    ]
+    return tuple(rules)
+
+
+def _cross_check(k: Knowledge) -> None:
+    """Every CUDA variant has driver floors and exactly one architecture row."""
+    for release in k.releases:
+        for platform, variants in release.variants.items():
+            for variant in variants:
+                cuda = variant_cuda(variant)
+                if cuda is None:
+                    continue
+                where = f"releases.toml: torch {release.torch} {platform} {variant}"
+                if k.toolkit(cuda) is None:
+                    raise KnowledgeError(
+                        f"{where}: cuda.toml has no [[toolkit]] row for CUDA {cuda}"
+                    )
+                if k.family(cuda) is None:
+                    raise KnowledgeError(
+                        f"{where}: cuda.toml has no [[family]] row for CUDA {cuda.major}"
+                    )
+                if platform not in CUDA_PLATFORMS:
+                    continue
+                rows = [
+                    a
+                    for a in k.arch
+                    if a.variant == variant
+                    and a.platform == platform
+                    and a.torch.contains(release.torch)
+                ]
+                if len(rows) != 1:
+                    raise KnowledgeError(
+                        f"{where}: arch.toml has {len(rows)} rows for it, expected 1"
+                    )
+
+
+@functools.lru_cache(maxsize=1)
+def load_knowledge() -> Knowledge:
+    """Read and validate the knowledge base (once per process)."""
+    releases_data = _load("releases")
+    cuda_data = _load("cuda")
+    releases = sorted(
+        (_release(r) for r in _rows(releases_data, "releases.toml", "release")),
+        key=lambda r: r.torch,
+        reverse=True,
+    )
+    toolkits = {}
+    for row in _rows(cuda_data, "cuda.toml", "toolkit"):
+        tk = Toolkit(
+            row.version("cuda"),
+            row.version("linux_driver"),
+            row.version("windows_driver", True),
+            row.text("source"),
+        )
+        toolkits[f"{tk.cuda.major}.{tk.cuda.minor}"] = tk
+    families = {}
+    for row in _rows(cuda_data, "cuda.toml", "family"):
+        major = row.integer("major")
+        assert major is not None
+        families[major] = CudaFamily(
+            major,
+            row.version("linux_min_driver"),
+            row.version("windows_min_driver", True),
+            row.text("source"),
+        )
+    knowledge = Knowledge(
+        releases=tuple(releases),
+        arch=tuple(_arch(r) for r in _rows(_load("arch"), "arch.toml", "arch")),
+        toolkits=toolkits,
+        families=families,
+        driver_rules=_driver_rules(cuda_data),
+        gpus=tuple(_gpu(r) for r in _rows(_load("gpus"), "gpus.toml", "gpu")),
+        conda=_conda(_load("conda")),
+    )
+    _cross_check(knowledge)
+    return knowledge

@@ -1,0 +1,571 @@
+"""The resolver: a pure function ``(Target, Request) -> Plan``, or NoBuildError listing every
+rejected candidate with its reason and the nearest ways out.
+
+A candidate is a torch release and a wheel variant (cu121, cpu, …). It fits when
+
+- the platform has that wheel, the channel publishes the release, Python is in its range;
+- the driver runs the variant: at least the minor-version-compatibility floor of its CUDA major
+  (NVIDIA's Table 2; 525.60.13 for 12.x, 580.65.06 for 13.x);
+- every GPU is covered by the build's architectures (SASS of the same major, or PTX);
+- the driver branch still supports every GPU (R580 is the last for Maxwell/Pascal/Volta) and is new
+  enough for it (Blackwell needs R570).
+
+``auto`` takes the newest release that has a fitting variant. Among its fitting variants it takes
+the newest whose own toolkit driver (Table 3) the driver meets, so PTX JIT and Triton work; when
+none does, the oldest fitting one, whose gap is the smallest, with a warning. That keeps plans
+monotonic: a newer driver never gets an older variant. Variants pytorch.org does not offer
+(``unlisted``) come after the ones it does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final, Optional
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from envkit.errors import InputError, NoBuildError
+from envkit.knowledge import Knowledge, Release, variant_cuda
+from envkit.target import Target
+from envkit.versions import Version
+
+__all__ = [
+    "PLAN_SCHEMA",
+    "CondaSpec",
+    "CudaRequest",
+    "Plan",
+    "Rejection",
+    "Request",
+    "parse_cuda_request",
+    "parse_torch_spec",
+    "resolve",
+]
+
+PLAN_SCHEMA: Final = "envkit.plan/1"
+PYTORCH_INDEX: Final = "https://download.pytorch.org/whl"
+# Order in which a candidate's failures are reported: the request first, then the machine.
+RULES: Final = ("torch", "cuda", "channel", "platform", "python", "gpu_driver", "driver", "arch")
+
+
+@dataclass(frozen=True)
+class CudaRequest:
+    """``auto``, ``cpu``, an exact variant (``12.1``, ``cu121``, ``rocm6.2``) or a major."""
+
+    kind: str  # "auto" | "cpu" | "exact" | "major"
+    variant: Optional[str] = None
+    major: Optional[int] = None
+
+    def admits(self, variant: str, target: Target) -> bool:
+        if self.kind == "auto":
+            if variant.startswith("rocm") or variant == "xpu":
+                return False
+            return variant.startswith("cu") if target.has_nvidia else variant == "cpu"
+        if self.kind == "cpu":
+            return variant == "cpu"
+        if self.kind == "exact":
+            return variant == self.variant
+        cuda = variant_cuda(variant)
+        return cuda is not None and cuda.major == self.major
+
+    def __str__(self) -> str:
+        if self.kind == "exact":
+            return str(self.variant)
+        if self.kind == "major":
+            return f"{self.major}"
+        return self.kind
+
+
+def parse_cuda_request(text: str) -> CudaRequest:
+    """``--cuda auto | cpu | 12.1 | cu121 | 12 | rocm6.2``."""
+    value = text.strip().lower()
+    if value in ("auto", "cpu"):
+        return CudaRequest(value)
+    if re.fullmatch(r"cu\d{3}", value) or re.fullmatch(r"rocm\d+(\.\d+)*", value):
+        return CudaRequest("exact", variant=value)
+    match = re.fullmatch(r"(\d{2})\.(\d)", value)
+    if match:
+        return CudaRequest("exact", variant=f"cu{match.group(1)}{match.group(2)}")
+    if re.fullmatch(r"\d{2}", value):
+        return CudaRequest("major", major=int(value))
+    raise InputError(
+        f"--cuda {text!r}: expected auto, cpu, a CUDA version (12.1 or cu121), a major (12) "
+        "or a ROCm variant (rocm6.2)"
+    )
+
+
+def parse_torch_spec(text: str) -> SpecifierSet:
+    """``--torch 2.5.*`` / ``>=2.4`` / ``2.5.1`` (a bare version means ``==``)."""
+    value = text.strip()
+    if re.fullmatch(r"\d+(\.\d+)*(\.\*)?", value):
+        value = f"=={value}"
+    try:
+        return SpecifierSet(value)
+    except InvalidSpecifier:
+        raise InputError(
+            f"--torch {text!r}: not a version specifier like 2.5.*, >=2.4 or 2.5.1"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Request:
+    torch: Optional[SpecifierSet] = None
+    cuda: CudaRequest = field(default_factory=lambda: CudaRequest("auto"))
+    channel: str = "pip"  # "pip" | "conda"
+
+
+@dataclass(frozen=True)
+class Rejection:
+    candidate: str
+    reason: str
+    rule: str
+
+
+@dataclass(frozen=True)
+class CondaSpec:
+    channels: tuple[str, ...]
+    dependencies: tuple[str, ...]
+    route: str  # "pytorch-channel" | "conda-forge"
+
+
+@dataclass(frozen=True)
+class Plan:
+    torch: Version
+    torchvision: Version
+    torchaudio: Version
+    triton: Optional[Version]
+    variant: str
+    cuda: Optional[Version]
+    python: Optional[Version]
+    channel: str
+    platform: str
+    index_url: Optional[str]
+    conda: Optional[CondaSpec]
+    warnings: tuple[str, ...]
+    rejected: tuple[Rejection, ...]
+    target: Target
+
+    @property
+    def candidate(self) -> str:
+        return f"{self.torch}+{self.variant}"
+
+    def requirements(
+        self, packages: tuple[str, ...] = ("torch", "torchvision", "torchaudio")
+    ) -> list[str]:
+        """Pinned pip requirements; torch pinned with its variant so no resolver can swap builds."""
+        local = f"+{self.variant}" if self.index_url and self.platform != "macos-arm64" else ""
+        pins = {
+            "torch": f"torch=={self.torch}{local}",
+            "torchvision": f"torchvision=={self.torchvision}",
+            "torchaudio": f"torchaudio=={self.torchaudio}",
+        }
+        return [pins[p] for p in packages if p in pins]
+
+    def pip_command(
+        self, pip: str = "pip", packages: tuple[str, ...] = ("torch", "torchvision", "torchaudio")
+    ) -> str:
+        parts = [f"{pip} install", *self.requirements(packages)]
+        if self.index_url:
+            parts.append(f"--index-url {self.index_url}")
+        return " ".join(parts)
+
+    def conda_command(self, tool: str = "conda") -> Optional[str]:
+        if self.conda is None:
+            return None
+        channels = " ".join(f"-c {c}" for c in self.conda.channels)
+        deps = " ".join(
+            f'"{d}"' if any(ch in d for ch in "<>*|") else d for d in self.conda.dependencies
+        )
+        return f"{tool} install {deps} {channels} --override-channels"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": PLAN_SCHEMA,
+            "torch": str(self.torch),
+            "torchvision": str(self.torchvision),
+            "torchaudio": str(self.torchaudio),
+            "triton": str(self.triton) if self.triton else None,
+            "variant": self.variant,
+            "cuda": str(self.cuda) if self.cuda else None,
+            "python": str(self.python) if self.python else None,
+            "channel": self.channel,
+            "platform": self.platform,
+            "index_url": self.index_url,
+            "conda": None
+            if self.conda is None
+            else {
+                "channels": list(self.conda.channels),
+                "dependencies": list(self.conda.dependencies),
+                "route": self.conda.route,
+            },
+            "commands": {"pip": self.pip_command(), "conda": self.conda_command()},
+            "warnings": list(self.warnings),
+            "rejected": [{"candidate": r.candidate, "reason": r.reason} for r in self.rejected],
+            "target": {
+                "described_by": self.target.described_by,
+                "platform": self.target.platform,
+                "driver": str(self.target.driver) if self.target.driver else None,
+                "gpus": [
+                    {"name": g.name, "compute_capability": str(g.cc)} for g in self.target.gpus
+                ],
+                "python": str(self.target.python) if self.target.python else None,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    release: Release
+    variant: str
+    route: str  # "pip" | "pytorch-channel" | "conda-forge"
+    failures: tuple[tuple[str, str], ...]  # (rule, reason)
+    risk: Optional[str]  # a warning when it runs only through minor-version compatibility
+
+    @property
+    def name(self) -> str:
+        return f"{self.release.torch}+{self.variant}"
+
+    @property
+    def fits(self) -> bool:
+        return not self.failures
+
+    @property
+    def listed(self) -> bool:
+        return self.variant not in self.release.unlisted
+
+
+def _conda_routes(k: Knowledge, release: Release) -> list[tuple[str, list[str]]]:
+    """The conda routes that publish ``release`` and the variants each offers."""
+    routes = []
+    if release.conda_pytorch_cuda and release.torch <= k.conda.pytorch_last_release:
+        variants = [f"cu{v.major}{v.minor}" for v in release.conda_pytorch_cuda] + ["cpu"]
+        routes.append(("pytorch-channel", variants))
+    if release.torch in k.conda.forge_releases:
+        routes.append(("conda-forge", list(release.variants.get("linux-x86_64", ()))))
+    return routes
+
+
+class _Evaluator:
+    def __init__(self, k: Knowledge, target: Target, request: Request) -> None:
+        self.k = k
+        self.target = target
+        self.request = request
+        self.windows = target.platform.startswith("windows")
+
+    def candidates(self) -> list[_Candidate]:
+        found = []
+        for release in self.k.releases:
+            offered: dict[str, str] = {}
+            for variant in release.variants.get(self.target.platform, ()):
+                offered[variant] = "pip"
+            if self.request.channel == "conda":
+                conda_offered: dict[str, str] = {}
+                for route, variants in _conda_routes(self.k, release):
+                    for variant in variants:
+                        conda_offered.setdefault(variant, route)
+                # A release conda does not publish is still evaluated (for the ways out).
+                offered = conda_offered or dict.fromkeys(offered, "none")
+            if self.request.cuda.kind == "exact" and self.request.cuda.variant not in offered:
+                offered[str(self.request.cuda.variant)] = "missing"
+            for variant, route in offered.items():
+                if variant.startswith("rocm") and self.request.cuda.kind != "exact":
+                    continue
+                found.append(self._evaluate(release, variant, route))
+        return found
+
+    def _evaluate(self, release: Release, variant: str, route: str) -> _Candidate:
+        failures: list[tuple[str, str]] = []
+        t, req = self.target, self.request
+        if req.torch is not None and not req.torch.contains(release.torch):
+            failures.append(("torch", f"torch {release.torch} is outside --torch {req.torch}"))
+        if not req.cuda.admits(variant, t):
+            want = (
+                "a CUDA build (this machine has an NVIDIA GPU)"
+                if t.has_nvidia and req.cuda.kind == "auto"
+                else f"--cuda {req.cuda}"
+            )
+            if req.cuda.kind == "auto" and not t.has_nvidia:
+                want = "the CPU build (no NVIDIA GPU or driver on the target)"
+            failures.append(("cuda", f"{variant} is not {want}"))
+        if route == "none":
+            forge = ", ".join(str(v) for v in self.k.conda.forge_releases) or "none"
+            failures.append(
+                (
+                    "channel",
+                    (
+                        f"torch {release.torch} is not published for conda (pytorch channel "
+                        f"≤ {self.k.conda.pytorch_last_release}; conda-forge releases envkit "
+                        f"knows: {forge})"
+                    ),
+                )
+            )
+        if route == "missing":
+            have = ", ".join(release.variants.get(t.platform, ())) or "none"
+            where = "conda" if req.channel == "conda" else t.platform
+            failures.append(
+                (
+                    "platform",
+                    f"torch {release.torch} has no {variant} build for {where} (it has {have})",
+                )
+            )
+        if t.python is not None and t.python not in release.python:
+            span = f"{release.python[0]}–{release.python[-1]}"
+            failures.append(
+                (
+                    "python",
+                    f"no wheels for Python {t.python} (torch {release.torch} supports {span})",
+                )
+            )
+        risk = None
+        cuda = variant_cuda(variant)
+        if cuda is not None:
+            failures += self._gpu_driver_failures()
+            driver_fail, risk = self._driver(cuda)
+            failures += driver_fail
+            failures += self._arch(release, variant)
+        return _Candidate(
+            release, variant, route, tuple(sorted(failures, key=lambda f: RULES.index(f[0]))), risk
+        )
+
+    def _gpu_driver_failures(self) -> list[tuple[str, str]]:
+        driver = self.target.driver
+        if driver is None or driver.major < 200:  # no driver, or a Jetson L4T release number
+            return []
+        failures = []
+        for gpu in self.target.gpus:
+            for rule in self.k.driver_rules:
+                if not rule.applies(gpu.cc):
+                    continue
+                if rule.last_branch is not None and driver.major > rule.last_branch:
+                    failures.append(
+                        (
+                            "gpu_driver",
+                            (
+                                f"driver {driver} no longer supports {gpu.label}: "
+                                f"R{rule.last_branch} is the last branch for {rule.what}"
+                            ),
+                        )
+                    )
+                if rule.first_branch is not None and driver.major < rule.first_branch:
+                    failures.append(
+                        (
+                            "gpu_driver",
+                            (
+                                f"{gpu.label} needs driver R{rule.first_branch} or newer "
+                                f"({rule.what}); this is {driver}"
+                            ),
+                        )
+                    )
+        return failures
+
+    def _driver(self, cuda: Version) -> tuple[list[tuple[str, str]], Optional[str]]:
+        driver = self.target.driver
+        if driver is None or driver.major < 200:
+            return [], None
+        family = self.k.family(cuda)
+        toolkit = self.k.toolkit(cuda)
+        # NVIDIA publishes no Windows driver floors for CUDA 13.x; the Linux branch is the
+        # best estimate (compat-data.md §3a [I]: "use the same branch, R580+, as Linux").
+        floor = own = None
+        if family is not None:
+            floor = (family.windows_min_driver if self.windows else None) or family.linux_min_driver
+        if toolkit is not None:
+            own = (toolkit.windows_driver if self.windows else None) or toolkit.linux_driver
+        if floor is not None and driver < floor:
+            return [("driver", f"driver {driver} < {floor} needed by CUDA {cuda.major}.x")], None
+        if own is not None and driver < own:
+            return [], (
+                f"driver {driver} is older than {own}, the driver CUDA {cuda} shipped with: "
+                "it runs through minor-version compatibility, but PTX JIT (torch.compile / "
+                "Triton kernels, GPUs without SASS in the wheel) may fail with 'the provided PTX "
+                f"was compiled with an unsupported toolchain'; a driver ≥ {own} avoids it"
+            )
+        return [], None
+
+    def _arch(self, release: Release, variant: str) -> list[tuple[str, str]]:
+        if not self.target.gpus:
+            return []
+        platform = self.target.platform
+        row = self.k.arch_for(release, variant, platform)
+        if row is None and platform != "linux-x86_64":
+            row = self.k.arch_for(
+                release, variant, "linux-x86_64"
+            )  # conda builds: the closest list
+        if row is None:
+            return [
+                ("arch", f"envkit has no architecture list for torch {release.torch} {variant}")
+            ]
+        return [
+            (
+                "arch",
+                (
+                    f"{gpu.label} is not in the {variant} build of torch {release.torch} "
+                    f"(built for {' '.join(row.names())})"
+                ),
+            )
+            for gpu in self.target.gpus
+            if not row.covers(gpu.cc)
+        ]
+
+
+def _rank(candidates: list[_Candidate]) -> _Candidate:
+    safe = [c for c in candidates if c.risk is None]
+    if safe:
+        return max(safe, key=lambda c: (c.listed, variant_cuda(c.variant) or Version("0")))
+    return min(candidates, key=lambda c: (not c.listed, variant_cuda(c.variant) or Version("0")))
+
+
+def resolve(k: Knowledge, target: Target, request: Request) -> Plan:
+    """Pick the torch build for ``target``; NoBuildError says why none fits and what would."""
+    evaluator = _Evaluator(k, target, request)
+    candidates = evaluator.candidates()
+    admitted = [
+        c for c in candidates if not any(rule in ("torch", "cuda") for rule, _ in c.failures)
+    ]
+    by_release: dict[Version, list[_Candidate]] = {}
+    for cand in admitted:
+        by_release.setdefault(cand.release.torch, []).append(cand)
+    # Variants pytorch.org does not offer are used only when asked for, or when nothing else fits.
+    passes = [True] if request.cuda.kind == "exact" else [False, True]
+    for allow_unlisted in passes:
+        for version in sorted(by_release, reverse=True):
+            fitting = [c for c in by_release[version] if c.fits and (c.listed or allow_unlisted)]
+            if not fitting:
+                continue
+            chosen = _rank(fitting)
+            rejected = [
+                Rejection(c.name, c.failures[0][1], c.failures[0][0])
+                for c in admitted
+                if c.release.torch >= version and not c.fits
+            ]
+            return _plan(k, target, request, chosen, rejected)
+    raise NoBuildError(
+        _no_build_message(target, request, admitted, candidates),
+        hint=_ways_out(candidates, target, request),
+    )
+
+
+def _plan(
+    k: Knowledge, target: Target, request: Request, chosen: _Candidate, rejected: list[Rejection]
+) -> Plan:
+    release = chosen.release
+    warnings = [chosen.risk] if chosen.risk else []
+    if not chosen.listed:
+        warnings.append(
+            f"{chosen.variant} wheels of torch {release.torch} are on the index but not in "
+            "pytorch.org's install matrix"
+        )
+    if chosen.variant.startswith("cu") and not target.has_nvidia:
+        warnings.append(
+            "planning a CUDA build without a driver to check: the machines that run it need a "
+            f"driver for CUDA {variant_cuda(chosen.variant)}"
+        )
+    if target.driver is not None and target.driver.major < 200:
+        warnings.append(
+            f"driver {target.driver} looks like a Jetson (L4T) release: its torch wheels come "
+            "from NVIDIA's Jetson index, not checked here"
+        )
+    python = target.python
+    index_url = None if target.platform == "macos-arm64" else f"{PYTORCH_INDEX}/{chosen.variant}"
+    conda = None
+    if request.channel == "conda":
+        conda = _conda_spec(k, chosen, python)
+        if chosen.route == "conda-forge":
+            warnings.append(
+                "conda-forge picks the CUDA minor through the __cuda virtual package; its builds' "
+                "architecture lists are taken to match the pip wheels'"
+            )
+    return Plan(
+        torch=release.torch,
+        torchvision=release.torchvision,
+        torchaudio=release.torchaudio,
+        triton=release.triton,
+        variant=chosen.variant,
+        cuda=variant_cuda(chosen.variant),
+        python=python,
+        channel=request.channel,
+        platform=target.platform,
+        index_url=index_url,
+        conda=conda,
+        warnings=tuple(warnings),
+        rejected=tuple(rejected),
+        target=target,
+    )
+
+
+def _conda_spec(k: Knowledge, chosen: _Candidate, python: Optional[Version]) -> CondaSpec:
+    release = chosen.release
+    deps = [f"python={python}"] if python else []
+    cuda = variant_cuda(chosen.variant)
+    if chosen.route == "pytorch-channel":
+        deps += [
+            f"pytorch={release.torch}",
+            f"torchvision={release.torchvision}",
+            f"torchaudio={release.torchaudio}",
+        ]
+        deps.append(f"pytorch-cuda={cuda}" if cuda else k.conda.cpu_package)
+        return CondaSpec((*k.conda.pytorch_channels, "defaults"), tuple(deps), "pytorch-channel")
+    if cuda is not None:
+        # conda-forge: the GPU metapackage, the CUDA major pinned; __cuda guards the minor.
+        deps += [
+            f"{k.conda.forge_gpu_package}={release.torch}",
+            f"{k.conda.forge_cuda_selector}={cuda.major}",
+        ]
+    else:
+        deps += [f"pytorch-cpu={release.torch}"]
+    deps += ["torchvision", "torchaudio"]
+    return CondaSpec((k.conda.forge_channel,), tuple(deps), "conda-forge")
+
+
+def _no_build_message(
+    target: Target, request: Request, admitted: list[_Candidate], everything: list[_Candidate]
+) -> str:
+    pool = admitted or everything
+    lines = [
+        f"no torch build fits {target.describe()} for --cuda {request.cuda}"
+        + (f" --torch {request.torch}" if request.torch else "")
+        + f" ({request.channel})"
+    ]
+    seen: set[str] = set()
+    for cand in pool:
+        rule, reason = cand.failures[0]
+        key = reason if rule in ("driver", "gpu_driver", "python") else cand.name
+        if key in seen:
+            continue
+        seen.add(key)
+        lines.append(f"  {cand.name}: {reason}")
+        if len(seen) >= 8:
+            lines.append(f"  … and {len(pool) - 8} more (--json lists them all)")
+            break
+    return "\n".join(lines)
+
+
+def _ways_out(candidates: list[_Candidate], target: Target, request: Request) -> str:
+    """The nearest ways out: for each single rule, the newest candidate that fails only on it."""
+    ways = []
+    only: dict[str, _Candidate] = {}
+    for cand in sorted(candidates, key=lambda c: (c.listed, c.release.torch), reverse=True):
+        rules = {r for r, _ in cand.failures}
+        if len(rules) == 1:
+            only.setdefault(rules.pop(), cand)
+    if "driver" in only:
+        cand = only["driver"]
+        floor = cand.failures[0][1].split("< ", 1)[1].split(" ", 1)[0]
+        ways.append(f"upgrade the driver to ≥ {floor} (for torch {cand.name})")
+    if "gpu_driver" in only:
+        ways.append(only["gpu_driver"].failures[0][1])
+    if "cuda" in only:
+        cand = only["cuda"]
+        ways.append(f"--cuda {cand.variant} (torch {cand.name} fits)")
+    if "torch" in only:
+        ways.append(f"widen --torch: torch {only['torch'].name} fits")
+    if "python" in only:
+        cand = only["python"]
+        ways.append(f"use Python {cand.release.python[-1]} (torch {cand.name} fits)")
+    if "channel" in only:
+        ways.append(f"--channel pip (torch {only['channel'].name} fits)")
+    if "arch" in only and not ways:
+        ways.append("no wheel of the requested releases has code for these GPUs")
+    if request.cuda.kind != "cpu" and target.has_nvidia and "cuda" not in only:
+        ways.append("--cuda cpu for a CPU-only build")
+    return "; or ".join(ways) if ways else ""
