@@ -49,9 +49,7 @@ def run_probe(
     return ProbeOutcome(*parse_probe_output(result, marker), result)
 
 
-def parse_probe_output(
-    result: ProcResult, marker: str
-) -> tuple[Optional[dict[str, Any]], Optional[str]]:
+def parse_probe_output(result: ProcResult, marker: str) -> tuple[Optional[dict[str, Any]], Optional[str]]:
     """The probe's JSON object, or why there is none."""
     parts = result.stdout.split(marker)
     if len(parts) >= 3:

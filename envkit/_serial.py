@@ -119,9 +119,7 @@ def _convert_record(cls: type, data: object, where: str) -> Any:
     values: dict[str, Any] = {}
     for field in dataclasses.fields(cls):
         if field.name in data:
-            values[field.name] = _convert(
-                hints[field.name], data[field.name], f"{where}.{field.name}"
-            )
+            values[field.name] = _convert(hints[field.name], data[field.name], f"{where}.{field.name}")
         elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
             if _NONE_TYPE not in typing.get_args(hints[field.name]):
                 raise InputError(f"{where}: missing field {field.name!r}")

@@ -126,9 +126,7 @@ def _version(value: bool) -> None:
 def _main(
     version: Annotated[
         bool,
-        typer.Option(
-            "--version", help="Print envkit's version and exit.", callback=_version, is_eager=True
-        ),
+        typer.Option("--version", help="Print envkit's version and exit.", callback=_version, is_eager=True),
     ] = False,
 ) -> None:
     """Get PyTorch 2 working on NVIDIA GPUs, and prove it."""
@@ -159,9 +157,7 @@ def doctor(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds the whole run may take.", min=0.1)
     ] = 30.0,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show every check's detail.")
-    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show every check's detail.")] = False,
 ) -> int:
     """What is on this machine, what is wrong, and the exact fix."""
     from envkit.doctor import diagnose, diagnose_file
@@ -169,9 +165,7 @@ def doctor(
 
     if from_file is not None:
         if python or env or deep:
-            stderr.print(
-                "envkit: --from reads a saved report; --python, --env and --deep do not apply"
-            )
+            stderr.print("envkit: --from reads a saved report; --python, --env and --deep do not apply")
             return 2
         report = diagnose_file(from_file)
     else:
@@ -190,9 +184,7 @@ def doctor(
 @app.command()
 @guarded
 def resolve(
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print the envkit.plan/1 JSON on stdout.")
-    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the envkit.plan/1 JSON on stdout.")] = False,
     explain: Annotated[
         bool, typer.Option("--explain", help="Say why each newer candidate was passed over.")
     ] = False,
@@ -210,9 +202,7 @@ def resolve(
         Optional[list[str]],
         typer.Option("--gpu", help="Plan for this GPU: sm_90, 8.6 or a model (repeatable)."),
     ] = None,
-    no_gpu: Annotated[
-        bool, typer.Option("--no-gpu", help="Plan for a machine without a GPU.")
-    ] = False,
+    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Plan for a machine without a GPU.")] = False,
     platform: Annotated[
         Optional[str],
         typer.Option("--platform", help="linux-x86_64, linux-aarch64, windows-x86_64, macos-arm64"),

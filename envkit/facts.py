@@ -132,9 +132,7 @@ class PythonFacts:
     selected_by: str  # "--python", "--env", "VIRTUAL_ENV", "CONDA_PREFIX", "PATH", "envkit"
     version: Optional[Version] = None
     implementation: Optional[str] = None
-    platform: Optional[str] = (
-        None  # "linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64"
-    )
+    platform: Optional[str] = None  # "linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64"
     glibc: Optional[Version] = None
     prefix: Optional[str] = None
     kind: Optional[str] = None  # "venv", "conda", "system"

@@ -65,11 +65,7 @@ def make_target(system: System, flags: PlanFlags, knowledge: Optional[Knowledge]
         values, _notes = run_bounded(tasks, system.deadline)
         facts = values.get("facts")
     knowledge = knowledge or load_knowledge()
-    base = (
-        target_from_facts(facts, knowledge)
-        if facts is not None
-        else Target(platform="linux-x86_64")
-    )
+    base = target_from_facts(facts, knowledge) if facts is not None else Target(platform="linux-x86_64")
     return target_from_flags(
         knowledge,
         base=base,

@@ -53,9 +53,7 @@ def _facts_lines(facts: Facts) -> list[str]:
     else:
         lines.append("no NVIDIA driver")
     if facts.toolkits:
-        lines.append(
-            "toolkits: " + and_list([f"nvcc {t.version or '?'} ({t.nvcc})" for t in facts.toolkits])
-        )
+        lines.append("toolkits: " + and_list([f"nvcc {t.version or '?'} ({t.nvcc})" for t in facts.toolkits]))
     py = facts.python
     if py is not None:
         version = f"python {py.version}" if py.version else "python"
@@ -83,9 +81,7 @@ def _result(result: CheckResult, verbose: bool, glyphs: dict[Status, str]) -> Te
     return text
 
 
-def render_report(
-    report: Report, console: Console, *, verbose: bool = False, strict: bool = False
-) -> None:
+def render_report(report: Report, console: Console, *, verbose: bool = False, strict: bool = False) -> None:
     """Print the report grouped by area: one line per check, the fix under every warn/fail."""
     encoding = (console.encoding or "").lower()
     glyphs = GLYPHS if encoding.startswith("utf") else ASCII_GLYPHS
@@ -131,15 +127,10 @@ def render_plan(plan: Plan, console: Console, *, explain: bool = False) -> None:
     header = Text("envkit resolve", style="bold")
     header.append(f" — {plan.target.describe()} ({plan.target.described_by})", style="dim")
     console.print(header)
-    cuda = (
-        f"CUDA {plan.cuda}" if plan.cuda else "CPU only" if plan.variant == "cpu" else plan.variant
-    )
+    cuda = f"CUDA {plan.cuda}" if plan.cuda else "CPU only" if plan.variant == "cpu" else plan.variant
     line = Text("  torch ")
     line.append(f"{plan.torch}", style="bold green")
-    line.append(
-        f" + {plan.variant} ({cuda}) · torchvision {plan.torchvision}"
-        f" · torchaudio {plan.torchaudio}"
-    )
+    line.append(f" + {plan.variant} ({cuda}) · torchvision {plan.torchvision} · torchaudio {plan.torchaudio}")
     if plan.python:
         line.append(f" · Python {plan.python}")
     console.print(line)

@@ -119,8 +119,7 @@ def report_from_json(data: object, where: str) -> Report:
         raise InputError(f"{where}: the report has no 'facts'")
     facts = facts_from_json(data["facts"], f"{where}: facts")
     checks = tuple(
-        from_jsonable(CheckResult, c, f"{where}: checks[{i}]")
-        for i, c in enumerate(data.get("checks") or [])
+        from_jsonable(CheckResult, c, f"{where}: checks[{i}]") for i, c in enumerate(data.get("checks") or [])
     )
     return Report(
         facts=facts,

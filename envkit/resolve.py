@@ -102,9 +102,7 @@ def parse_torch_spec(text: str) -> SpecifierSet:
     try:
         return SpecifierSet(value)
     except InvalidSpecifier:
-        raise InputError(
-            f"--torch {text!r}: not a version specifier like 2.5.*, >=2.4 or 2.5.1"
-        ) from None
+        raise InputError(f"--torch {text!r}: not a version specifier like 2.5.*, >=2.4 or 2.5.1") from None
 
 
 @dataclass(frozen=True)
@@ -149,9 +147,7 @@ class Plan:
     def candidate(self) -> str:
         return f"{self.torch}+{self.variant}"
 
-    def requirements(
-        self, packages: tuple[str, ...] = ("torch", "torchvision", "torchaudio")
-    ) -> list[str]:
+    def requirements(self, packages: tuple[str, ...] = ("torch", "torchvision", "torchaudio")) -> list[str]:
         """Pinned pip requirements; torch pinned with its variant so no resolver can swap builds."""
         local = f"+{self.variant}" if self.index_url and self.platform != "macos-arm64" else ""
         pins = {
@@ -173,9 +169,7 @@ class Plan:
         if self.conda is None:
             return None
         channels = " ".join(f"-c {c}" for c in self.conda.channels)
-        deps = " ".join(
-            f'"{d}"' if any(ch in d for ch in "<>*|") else d for d in self.conda.dependencies
-        )
+        deps = " ".join(f'"{d}"' if any(ch in d for ch in "<>*|") else d for d in self.conda.dependencies)
         return f"{tool} install {deps} {channels} --override-channels"
 
     def to_json(self) -> dict[str, Any]:
@@ -205,9 +199,7 @@ class Plan:
                 "described_by": self.target.described_by,
                 "platform": self.target.platform,
                 "driver": str(self.target.driver) if self.target.driver else None,
-                "gpus": [
-                    {"name": g.name, "compute_capability": str(g.cc)} for g in self.target.gpus
-                ],
+                "gpus": [{"name": g.name, "compute_capability": str(g.cc)} for g in self.target.gpus],
                 "python": str(self.target.python) if self.target.python else None,
             },
         }
@@ -388,13 +380,9 @@ class _Evaluator:
         platform = self.target.platform
         row = self.k.arch_for(release, variant, platform)
         if row is None and platform != "linux-x86_64":
-            row = self.k.arch_for(
-                release, variant, "linux-x86_64"
-            )  # conda builds: the closest list
+            row = self.k.arch_for(release, variant, "linux-x86_64")  # conda builds: the closest list
         if row is None:
-            return [
-                ("arch", f"envkit has no architecture list for torch {release.torch} {variant}")
-            ]
+            return [("arch", f"envkit has no architecture list for torch {release.torch} {variant}")]
         return [
             (
                 "arch",
@@ -419,9 +407,7 @@ def resolve(k: Knowledge, target: Target, request: Request) -> Plan:
     """Pick the torch build for ``target``; NoBuildError says why none fits and what would."""
     evaluator = _Evaluator(k, target, request)
     candidates = evaluator.candidates()
-    admitted = [
-        c for c in candidates if not any(rule in ("torch", "cuda") for rule, _ in c.failures)
-    ]
+    admitted = [c for c in candidates if not any(rule in ("torch", "cuda") for rule, _ in c.failures)]
     by_release: dict[Version, list[_Candidate]] = {}
     for cand in admitted:
         by_release.setdefault(cand.release.torch, []).append(cand)

@@ -19,9 +19,7 @@ import time
 
 def timed(argv: list[str]) -> float:
     start = time.perf_counter()
-    proc = subprocess.run(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300, check=False
-    )
+    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300, check=False)
     elapsed = time.perf_counter() - start
     if proc.returncode not in (0, 1):  # doctor exits 1 when a check fails: still a full run
         sys.exit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")

@@ -100,9 +100,7 @@ def raise_nvml(name: str) -> Callable[[], Any]:
 
 
 @pytest.fixture(autouse=True)
-def _no_user_cache(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _no_user_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     # Crash logs and caches go to a temporary folder, never to the developer's home.
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Final
 
+from envkit.checks.compat import (
+    check_cpu_build_on_gpu,
+    check_driver_support,
+    check_gpu_arch,
+    check_torch_driver_compat,
+)
 from envkit.checks.driver import check_driver_loaded
 from envkit.checks.gpu import check_gpu_health
 from envkit.checks.nccl import check_nccl_env
@@ -26,12 +32,16 @@ Check = Callable[[Facts], CheckResult]
 
 CHECKS: Final[dict[str, Check]] = {
     "driver.loaded": check_driver_loaded,
+    "driver.support": check_driver_support,
     "gpu.health": check_gpu_health,
     "toolkit.nvcc": check_toolkit_nvcc,
     "python.shm": check_shm,
     "torch.installed": check_torch_installed,
     "torch.duplicates": check_torch_duplicates,
     "torch.cuda_libs": check_torch_cuda_libs,
+    "torch.driver_compat": check_torch_driver_compat,
+    "torch.gpu_arch": check_gpu_arch,
+    "torch.cpu_build_on_gpu": check_cpu_build_on_gpu,
     "nccl.env": check_nccl_env,
 }
 

@@ -6,6 +6,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from envkit.facts import Facts
 
 
 def join_lines(*parts: object) -> str:
@@ -23,3 +27,15 @@ def and_list(items: Sequence[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def pip_command(facts: Facts) -> str:
+    """How to run pip for the inspected interpreter (uv's venvs have no pip)."""
+    python = facts.python
+    if python is None:
+        return "python -m pip"
+    if "pip" in python.installers:
+        return python.installers["pip"]
+    if "uv" in python.installers:
+        return f"uv pip --python {python.executable}"
+    return f"{python.executable} -m pip"

@@ -62,21 +62,13 @@ def _problems(gpu: GpuFacts) -> tuple[list[str], list[str], list[str]]:
     throttled = [e for e in (gpu.clock_events or ()) if e in THROTTLE_EVENTS]
     if throttled:
         warns.append(f"{label}: clocks held down by {and_list(throttled)}")
-        fixes.append(
-            "check cooling, power cables and the power limit (`nvidia-smi -q -d PERFORMANCE`)"
-        )
+        fixes.append("check cooling, power cables and the power limit (`nvidia-smi -q -d PERFORMANCE`)")
     if gpu.pcie_width and gpu.pcie_width_max and gpu.pcie_width < gpu.pcie_width_max:
         warns.append(f"{label}: PCIe link x{gpu.pcie_width} of x{gpu.pcie_width_max}")
         fixes.append("reseat the GPU or check the slot/riser (`nvidia-smi -q -d PCIE`)")
     slowdown = gpu.temperature_slowdown_c
-    if (
-        gpu.temperature_c is not None
-        and slowdown
-        and gpu.temperature_c >= slowdown - THERMAL_MARGIN_C
-    ):
-        warns.append(
-            f"{label}: {gpu.temperature_c} °C, slowdown at {gpu.temperature_slowdown_c} °C"
-        )
+    if gpu.temperature_c is not None and slowdown and gpu.temperature_c >= slowdown - THERMAL_MARGIN_C:
+        warns.append(f"{label}: {gpu.temperature_c} °C, slowdown at {gpu.temperature_slowdown_c} °C")
         fixes.append("check the airflow and fans")
     return fails, warns, fixes
 
@@ -90,9 +82,7 @@ def _describe(gpu: GpuFacts) -> str:
     if gpu.ecc_enabled is not None:
         parts.append("ECC on" if gpu.ecc_enabled else "ECC off")
     if gpu.pcie_gen and gpu.pcie_gen_max:
-        parts.append(
-            f"PCIe gen {gpu.pcie_gen}/{gpu.pcie_gen_max} x{gpu.pcie_width}/{gpu.pcie_width_max}"
-        )
+        parts.append(f"PCIe gen {gpu.pcie_gen}/{gpu.pcie_gen_max} x{gpu.pcie_width}/{gpu.pcie_width_max}")
     if gpu.temperature_c is not None:
         parts.append(f"{gpu.temperature_c} °C")
     if gpu.power_w is not None and gpu.power_limit_w:

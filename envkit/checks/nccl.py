@@ -38,9 +38,7 @@ RENAMED: Final = {
 DEBUG_ONLY: Final = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_ALGO", "NCCL_PROTO")
 
 
-def nccl_ifname_matches(
-    value: str, interfaces: Sequence[NetInterface]
-) -> tuple[list[str], list[str]]:
+def nccl_ifname_matches(value: str, interfaces: Sequence[NetInterface]) -> tuple[list[str], list[str]]:
     """Apply NCCL_SOCKET_IFNAME's rules: (interfaces NCCL may use, entries that match nothing up).
 
     >>> from envkit.facts import NetInterface
@@ -87,9 +85,7 @@ def check_nccl_env(facts: Facts) -> CheckResult:
             fails.append(f"NCCL_SOCKET_IFNAME={nccl_if} matches no interface that is up")
             fixes.append(f"set NCCL_SOCKET_IFNAME to an interface that is up: {state}")
         elif unmatched:
-            warns.append(
-                f"NCCL_SOCKET_IFNAME={nccl_if}: {and_list(unmatched)} match no interface that is up"
-            )
+            warns.append(f"NCCL_SOCKET_IFNAME={nccl_if}: {and_list(unmatched)} match no interface that is up")
         else:
             notes.append(f"NCCL_SOCKET_IFNAME={nccl_if} selects {and_list(usable)}")
     for var in ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"):
@@ -103,9 +99,7 @@ def check_nccl_env(facts: Facts) -> CheckResult:
                 fixes.append(f"set {var} to an interface that is up: {state}")
     for var in DEBUG_ONLY:
         if var in env:
-            warns.append(
-                f"{var}={env[var]} is a debugging switch; NCCL's guide says not to keep it set"
-            )
+            warns.append(f"{var}={env[var]} is a debugging switch; NCCL's guide says not to keep it set")
             fixes.append(f"unset {var}  (unless you are debugging)")
     if (nccl_if or env.get("GLOO_SOCKET_IFNAME")) and not interfaces:
         notes.append("network interfaces unknown: the *_SOCKET_IFNAME settings were not verified")
@@ -120,11 +114,7 @@ def check_nccl_env(facts: Facts) -> CheckResult:
             fix="\n".join(dict.fromkeys(fixes)),
         )
     nccl_vars = sorted(k for k in env if k.startswith(("NCCL_", "TORCH_NCCL_", "GLOO_")))
-    summary = (
-        f"{len(nccl_vars)} NCCL/gloo settings, none harmful"
-        if nccl_vars
-        else "no NCCL/gloo settings"
-    )
+    summary = f"{len(nccl_vars)} NCCL/gloo settings, none harmful" if nccl_vars else "no NCCL/gloo settings"
     return CheckResult(
         ID,
         Status.PASS,

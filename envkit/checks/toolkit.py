@@ -67,9 +67,7 @@ def check_toolkit_nvcc(facts: Facts) -> CheckResult:
             f'fails ("The detected CUDA version ({version.major}.{version.minor}) mismatches the '
             f'version that was used to compile PyTorch ({torch_cuda})")'
         )
-        match = next(
-            (t for t in facts.toolkits if t.version and t.version.major == torch_cuda.major), None
-        )
+        match = next((t for t in facts.toolkits if t.version and t.version.major == torch_cuda.major), None)
         if match is not None and match.root:
             fixes.append(f"export CUDA_HOME={match.root} PATH={match.root}/bin:$PATH")
         else:
@@ -97,9 +95,7 @@ def check_toolkit_nvcc(facts: Facts) -> CheckResult:
             f"({', '.join(s for s in toolkit.sources if s != 'PATH')})"
         )
         root = toolkit.root or os.path.dirname(os.path.dirname(toolkit.nvcc))
-        fixes.append(
-            f"export PATH={root}/bin:$PATH  (or unset CUDA_HOME to build with the PATH one)"
-        )
+        fixes.append(f"export PATH={root}/bin:$PATH  (or unset CUDA_HOME to build with the PATH one)")
     if warnings:
         return CheckResult(
             ID,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Final
 
-from envkit.checks._common import and_list, join_lines
+from envkit.checks._common import and_list, join_lines, pip_command
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -26,18 +26,6 @@ __all__ = [
 ]
 
 COMPANIONS: Final = ("torch", "torchvision", "torchaudio")
-
-
-def pip_command(facts: Facts) -> str:
-    """How to run pip for the inspected interpreter (uv's venvs have no pip)."""
-    python = facts.python
-    if python is None:
-        return "python -m pip"
-    if "pip" in python.installers:
-        return python.installers["pip"]
-    if "uv" in python.installers:
-        return f"uv pip --python {python.executable}"
-    return f"{python.executable} -m pip"
 
 
 def _where(facts: Facts) -> str:
@@ -65,7 +53,7 @@ def check_torch_installed(facts: Facts) -> CheckResult:
             Status.WARN,
             f"torch is not installed in {_where(facts)}",
             detail=join_lines(torch.error),
-            fix=f"{pip_command(facts)} install torch  (`envkit resolve` picks the build)",
+            fix=_install_fix(facts),
         )
     label = f"torch {torch.version or '(unknown version)'}"
     build = f"CUDA {torch.cuda}" if torch.cuda else f"ROCm {torch.hip}" if torch.hip else "CPU-only"
@@ -75,8 +63,7 @@ def check_torch_installed(facts: Facts) -> CheckResult:
             Status.FAIL,
             f"{label} is installed but broken: {torch.error}",
             detail=f"package folder: {torch.location}",
-            fix=f"{pip_command(facts)} install --force-reinstall --no-deps "
-            f"torch=={_public(torch.version)}",
+            fix=f"{pip_command(facts)} install --force-reinstall --no-deps torch=={_public(torch.version)}",
         )
     deep = torch.deep
     if deep is not None and not deep.ok:
@@ -103,6 +90,12 @@ def check_torch_installed(facts: Facts) -> CheckResult:
             fix="see driver.loaded; `envkit resolve` picks a build this driver runs",
         )
     return CheckResult(cid, Status.PASS, f"{label} ({build}) in {_where(facts)}", detail=detail)
+
+
+def _install_fix(facts: Facts) -> str:
+    from envkit.checks.compat import plan_fix  # the resolver's plan for this machine
+
+    return plan_fix(facts)
 
 
 def _public(version: object) -> str:

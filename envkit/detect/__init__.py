@@ -67,9 +67,7 @@ def run_bounded(
         if thread.is_alive():
             notes.append(f"{name}: no answer before the time limit; reported as unknown")
         elif outcome.error is not None:
-            notes.append(
-                f"{name}: detector failed: {type(outcome.error).__name__}: {outcome.error}"
-            )
+            notes.append(f"{name}: detector failed: {type(outcome.error).__name__}: {outcome.error}")
         else:
             values[name] = outcome.value
     return values, notes
@@ -111,9 +109,7 @@ def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Fa
     python, torch = values.get(
         "python",
         (
-            PythonFacts(
-                interp.path, interp.selected_by, error="the environment probe did not answer"
-            ),
+            PythonFacts(interp.path, interp.selected_by, error="the environment probe did not answer"),
             TorchFacts(error="not inspected"),
         ),
     )

@@ -175,9 +175,7 @@ def smi_gpus(system: System) -> tuple[list[GpuFacts], Optional[NvVersion], list[
     if smi is None:
         return [], None, []
     query = "--query-gpu=" + ",".join(SMI_QUERY_FIELDS)
-    result = system.run(
-        [smi, query, "--format=csv,noheader,nounits"], timeout=system.timeout(SMI_TIMEOUT_S)
-    )
+    result = system.run([smi, query, "--format=csv,noheader,nounits"], timeout=system.timeout(SMI_TIMEOUT_S))
     if not result.ok:
         return [], None, [result.describe() + _first_line(result.tail(2))]
     return parse_nvidia_smi_csv(result.stdout)

@@ -372,9 +372,7 @@ _PYNVML_FIELDS: Final[dict[str, Callable[[Any, Any], Any]]] = {
     "persistence_mode": lambda nv, h: int(nv.nvmlDeviceGetPersistenceMode(h)),
     "ecc_mode": lambda nv, h: list(nv.nvmlDeviceGetEccMode(h)),
     "ecc_uncorrected_volatile": lambda nv, h: int(
-        nv.nvmlDeviceGetTotalEccErrors(
-            h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC
-        )
+        nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)
     ),
     "retired_pages": _retired_pages,
     "retired_pages_pending": lambda nv, h: int(nv.nvmlDeviceGetRetiredPagesPendingStatus(h)),

@@ -148,8 +148,7 @@ def _named_env(system: System, name: str) -> Interpreter:
                 return Interpreter(str(found), "--env", name)
     looked = ", ".join(str(p) for p in places[:6])
     raise InputError(
-        f"--env {name}: no environment of that name (looked in {looked} and "
-        "~/.conda/environments.txt)",
+        f"--env {name}: no environment of that name (looked in {looked} and ~/.conda/environments.txt)",
         hint="list conda environments with `conda env list`, or pass --python PATH",
     )
 
@@ -166,9 +165,7 @@ def parse_torch_version_py(text: str) -> dict[str, Optional[str]]:
     try:
         tree = ast.parse(text)
     except SyntaxError as exc:
-        raise ValueError(
-            f"torch/version.py is not valid Python ({exc.msg}, line {exc.lineno})"
-        ) from None
+        raise ValueError(f"torch/version.py is not valid Python ({exc.msg}, line {exc.lineno})") from None
     values: dict[str, Optional[str]] = {}
     for node in tree.body:
         target: Optional[ast.expr] = None
@@ -189,9 +186,7 @@ def _platform(system_name: str, machine: str) -> str:
     machine = {"amd64": "x86_64", "arm64": "aarch64" if system_name == "Linux" else "arm64"}.get(
         machine, machine
     )
-    name = {"Linux": "linux", "Windows": "windows", "Darwin": "macos"}.get(
-        system_name, system_name.lower()
-    )
+    name = {"Linux": "linux", "Windows": "windows", "Darwin": "macos"}.get(system_name, system_name.lower())
     return f"{name}-{machine}"
 
 
@@ -238,9 +233,7 @@ def detect_python(system: System, interp: Interpreter) -> tuple[PythonFacts, Tor
         )
         return facts, TorchFacts(error="not inspected: the environment probe failed")
     prefix = str(data.get("prefix") or "")
-    kind = (
-        "conda" if data.get("conda") else "venv" if prefix != data.get("base_prefix") else "system"
-    )
+    kind = "conda" if data.get("conda") else "venv" if prefix != data.get("base_prefix") else "system"
     libc = data.get("libc") or ["", ""]
     python = PythonFacts(
         executable=str(data.get("executable") or interp.path),

@@ -37,17 +37,13 @@ def apply_visibility(
     Returns the GPUs and notes on entries CUDA would stop at.
     """
     if value is None:
-        return tuple(
-            dataclasses.replace(g, visible=True, cuda_index=i) for i, g in enumerate(gpus)
-        ), ()
+        return tuple(dataclasses.replace(g, visible=True, cuda_index=i) for i, g in enumerate(gpus)), ()
     notes: list[str] = []
     order: list[int] = []
     for raw in value.split(","):
         token = raw.strip()
         if token.startswith("MIG-"):
-            notes.append(
-                f"CUDA_VISIBLE_DEVICES entry {token!r} is a MIG instance; its GPU is not resolved"
-            )
+            notes.append(f"CUDA_VISIBLE_DEVICES entry {token!r} is a MIG instance; its GPU is not resolved")
             break
         gpu = _match(token, gpus)
         if gpu is None or gpu.index in order:

@@ -177,11 +177,7 @@ class Knowledge:
 
     def arch_for(self, release: Release, variant: str, platform: str) -> Optional[ArchRow]:
         for row in self.arch:
-            if (
-                row.variant == variant
-                and row.platform == platform
-                and row.torch.contains(release.torch)
-            ):
+            if row.variant == variant and row.platform == platform and row.torch.contains(release.torch):
                 return row
         return None
 
@@ -203,9 +199,7 @@ class _Row:
         if not isinstance(data, dict):
             raise KnowledgeError(f"{file}: [[{kind}]] #{index + 1} is not a table")
         self.data: dict[str, Any] = data
-        label = (
-            data.get("torch") or data.get("cuda") or data.get("model") or data.get("major") or ""
-        )
+        label = data.get("torch") or data.get("cuda") or data.get("model") or data.get("major") or ""
         self.where = f"{file}: [[{kind}]] #{index + 1}" + (f" ({label})" if label else "")
 
     def fail(self, field: str, expected: str) -> KnowledgeError:
@@ -294,9 +288,7 @@ def _release(row: _Row) -> Release:
     for platform, items in variants_raw.items():
         if platform not in PLATFORMS:
             raise row.fail("variants", f"platforms among {', '.join(PLATFORMS)}")
-        if not isinstance(items, list) or not all(
-            isinstance(v, str) and _VARIANT_RE.match(v) for v in items
-        ):
+        if not isinstance(items, list) or not all(isinstance(v, str) and _VARIANT_RE.match(v) for v in items):
             raise row.fail("variants", f"a list of variant names for {platform}")
         variants[platform] = tuple(items)
     conda = row.data.get("conda") or {}
@@ -333,9 +325,7 @@ def _arch(row: _Row) -> ArchRow:
     platform = row.text("platform")
     if platform not in PLATFORMS:
         raise row.fail("platform", f"one of {', '.join(PLATFORMS)}")
-    return ArchRow(
-        spec, row.text("variant"), platform, row.ccs("sass"), row.ccs("ptx"), row.text("source")
-    )
+    return ArchRow(spec, row.text("variant"), platform, row.ccs("sass"), row.ccs("ptx"), row.text("source"))
 
 
 def _gpu(row: _Row) -> Gpu:
@@ -367,12 +357,8 @@ def _conda(data: dict[str, Any]) -> CondaRoutes:
         forge_gpu_package=forge.text("gpu_package"),
         forge_cuda_selector=forge.text("cuda_selector"),
         forge_max_cuda=forge.version("max_cuda_version"),
-        forge_releases=tuple(
-            r.version("torch") for r in _rows(data, "conda.toml", "conda_forge_release")
-        ),
-        cudatoolkit_versions=tuple(
-            r.version("version") for r in _rows(data, "conda.toml", "cudatoolkit")
-        ),
+        forge_releases=tuple(r.version("torch") for r in _rows(data, "conda.toml", "conda_forge_release")),
+        cudatoolkit_versions=tuple(r.version("version") for r in _rows(data, "conda.toml", "cudatoolkit")),
     )
 
 
@@ -412,26 +398,18 @@ def _cross_check(k: Knowledge) -> None:
                     continue
                 where = f"releases.toml: torch {release.torch} {platform} {variant}"
                 if k.toolkit(cuda) is None:
-                    raise KnowledgeError(
-                        f"{where}: cuda.toml has no [[toolkit]] row for CUDA {cuda}"
-                    )
+                    raise KnowledgeError(f"{where}: cuda.toml has no [[toolkit]] row for CUDA {cuda}")
                 if k.family(cuda) is None:
-                    raise KnowledgeError(
-                        f"{where}: cuda.toml has no [[family]] row for CUDA {cuda.major}"
-                    )
+                    raise KnowledgeError(f"{where}: cuda.toml has no [[family]] row for CUDA {cuda.major}")
                 if platform not in CUDA_PLATFORMS:
                     continue
                 rows = [
                     a
                     for a in k.arch
-                    if a.variant == variant
-                    and a.platform == platform
-                    and a.torch.contains(release.torch)
+                    if a.variant == variant and a.platform == platform and a.torch.contains(release.torch)
                 ]
                 if len(rows) != 1:
-                    raise KnowledgeError(
-                        f"{where}: arch.toml has {len(rows)} rows for it, expected 1"
-                    )
+                    raise KnowledgeError(f"{where}: arch.toml has {len(rows)} rows for it, expected 1")
 
 
 @functools.lru_cache(maxsize=1)

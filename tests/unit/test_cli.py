@@ -55,7 +55,7 @@ def test_doctor_json_on_this_machine() -> None:
     assert report["envkit_version"] == __version__
     assert {"driver", "gpus", "toolkits", "python", "torch", "host"} <= set(report["facts"])
     ids = [c["id"] for c in report["checks"]]
-    assert ids[:2] == ["driver.loaded", "gpu.health"]
+    assert ids[:3] == ["driver.loaded", "driver.support", "gpu.health"]
     assert all(set(c) >= {"id", "status", "summary", "detail", "fix"} for c in report["checks"])
     assert report["summary"]["exit_code"] == proc.returncode
     assert "Traceback" not in proc.stderr
@@ -88,9 +88,7 @@ def test_from_file_round_trip(tmp_path: Path) -> None:
         ),
     ],
 )
-def test_malformed_from_file_is_one_line_and_exit_2(
-    tmp_path: Path, content: str, expected: str
-) -> None:
+def test_malformed_from_file_is_one_line_and_exit_2(tmp_path: Path, content: str, expected: str) -> None:
     path = tmp_path / "bad.json"
     path.write_text(content)
     proc = envkit_cmd("doctor", "--from", str(path))
@@ -104,9 +102,7 @@ def test_malformed_from_file_is_one_line_and_exit_2(
 def test_unknown_env_is_exit_2() -> None:
     proc = envkit_cmd("doctor", "--env", "no-such-env-envkit-test")
     assert proc.returncode == EXIT_USAGE
-    assert proc.stderr.startswith(
-        "envkit: --env no-such-env-envkit-test: no environment of that name"
-    )
+    assert proc.stderr.startswith("envkit: --env no-such-env-envkit-test: no environment of that name")
     assert "Traceback" not in proc.stderr
 
 
@@ -116,9 +112,7 @@ def test_usage_errors_are_exit_2() -> None:
     assert runner.invoke(cli.app, ["doctor", "--from", "x.json", "--deep"]).exit_code == EXIT_USAGE
 
 
-def test_internal_error_writes_a_log_and_exits_70(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_internal_error_writes_a_log_and_exits_70(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import envkit.doctor
 
     def broken(*_args: object, **_kwargs: object) -> None:
@@ -151,9 +145,7 @@ def test_strict_turns_warnings_into_exit_1(tmp_path: Path) -> None:
     from envkit.facts import Facts, HostFacts
     from envkit.report import Report
 
-    facts = Facts(
-        host=HostFacts(hostname="n1", shm_bytes=512 * 1024 * 1024)
-    )  # warnings, no failure
+    facts = Facts(host=HostFacts(hostname="n1", shm_bytes=512 * 1024 * 1024))  # warnings, no failure
     path = tmp_path / "warn.json"
     path.write_text(json.dumps(Report.new(facts, run_checks(facts)).to_json()))
     plain = runner.invoke(cli.app, ["doctor", "--from", str(path)])

@@ -89,9 +89,7 @@ def test_driver_missing_but_gpu_on_bus(machine: MachineBuilder, tmp_path: Path) 
     assert driver.fix.startswith("sudo modprobe nvidia")
 
 
-def test_hanging_nvml_and_nvidia_smi_still_answer_in_time(
-    machine: MachineBuilder, tmp_path: Path
-) -> None:
+def test_hanging_nvml_and_nvidia_smi_still_answer_in_time(machine: MachineBuilder, tmp_path: Path) -> None:
     hang: dict[str, Any] = {"driver_version": {"hang_s": 20, "error": "Timeout"}, "devices": []}
     machine.nvml = lambda: RecordedNvml(hang)
     machine.program("nvidia-smi", "", sleep=20)

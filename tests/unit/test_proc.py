@@ -40,9 +40,7 @@ def test_permission_denied(tmp_path: Path) -> None:
 
 def test_timeout_kills_the_child_quickly() -> None:
     start = time.monotonic()
-    result = run(
-        [PY, "-c", "import time; print('started', flush=True); time.sleep(30)"], timeout=0.5
-    )
+    result = run([PY, "-c", "import time; print('started', flush=True); time.sleep(30)"], timeout=0.5)
     elapsed = time.monotonic() - start
     assert result.timed_out
     assert result.returncode is None

@@ -36,13 +36,9 @@ def full_facts() -> Facts:
             shm_bytes=64 * 1024 * 1024,
             interfaces=(NetInterface("eth0", True),),
             env={"NCCL_SOCKET_IFNAME": "eth0"},
-            cuda_libs=(
-                SharedLib("/opt/cudnn/libcudnn.so.8", "cudnn", Version("8.9.2"), "LD_LIBRARY_PATH"),
-            ),
+            cuda_libs=(SharedLib("/opt/cudnn/libcudnn.so.8", "cudnn", Version("8.9.2"), "LD_LIBRARY_PATH"),),
         ),
-        driver=DriverFacts(
-            version=NvVersion("535.104.05"), cuda_version=Version("12.2"), source="nvml"
-        ),
+        driver=DriverFacts(version=NvVersion("535.104.05"), cuda_version=Version("12.2"), source="nvml"),
         gpus=(
             GpuFacts(
                 index=0,
@@ -55,20 +51,14 @@ def full_facts() -> Facts:
             ),
         ),
         toolkits=(
-            ToolkitFacts(
-                nvcc="/usr/local/cuda/bin/nvcc", version=Version("12.4.131"), sources=("PATH",)
-            ),
+            ToolkitFacts(nvcc="/usr/local/cuda/bin/nvcc", version=Version("12.4.131"), sources=("PATH",)),
         ),
-        python=PythonFacts(
-            executable="/usr/bin/python3", selected_by="PATH", version=Version("3.11.7")
-        ),
+        python=PythonFacts(executable="/usr/bin/python3", selected_by="PATH", version=Version("3.11.7")),
         torch=TorchFacts(
             version=Version("2.5.1+cu121"),
             cuda=Version("12.1"),
             distributions=(Distribution("torch", Version("2.5.1+cu121"), "/site"),),
-            conda_packages=(
-                CondaPackage("pytorch", Version("2.1.0"), "py3.10_cuda12.1_0", "pytorch"),
-            ),
+            conda_packages=(CondaPackage("pytorch", Version("2.1.0"), "py3.10_cuda12.1_0", "pytorch"),),
             deep=DeepTorchFacts(
                 ok=True,
                 devices=(DeviceInfo("H100", ComputeCapability(9, 0)),),

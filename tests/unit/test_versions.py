@@ -23,9 +23,9 @@ def test_nvversion_keeps_nvidia_text_and_orders_as_a_version() -> None:
 
 def test_versions_are_never_compared_as_strings() -> None:
     assert Version("0.20.1") > Version("0.9.0")
-    assert sorted([NvVersion("580.65.06"), NvVersion("575.57.08"), NvVersion("580.105.08")])[
-        -1
-    ] == NvVersion("580.105.08")
+    assert sorted([NvVersion("580.65.06"), NvVersion("575.57.08"), NvVersion("580.105.08")])[-1] == NvVersion(
+        "580.105.08"
+    )
 
 
 def test_cuda_from_int() -> None:

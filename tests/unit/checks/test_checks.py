@@ -60,12 +60,8 @@ CUDA_TORCH = TorchFacts(
     location="/envs/pt/lib/python3.11/site-packages/torch",
     distributions=(
         Distribution("torch", Version("2.5.1+cu124"), "/envs/pt/lib/python3.11/site-packages"),
-        Distribution(
-            "nvidia-cudnn-cu12", Version("9.1.0.70"), "/envs/pt/lib/python3.11/site-packages"
-        ),
-        Distribution(
-            "nvidia-nccl-cu12", Version("2.21.5"), "/envs/pt/lib/python3.11/site-packages"
-        ),
+        Distribution("nvidia-cudnn-cu12", Version("9.1.0.70"), "/envs/pt/lib/python3.11/site-packages"),
+        Distribution("nvidia-nccl-cu12", Version("2.21.5"), "/envs/pt/lib/python3.11/site-packages"),
     ),
 )
 HEALTHY = Facts(
@@ -242,9 +238,7 @@ def test_one_bad_gpu_among_many_is_named() -> None:
 
 
 def test_gpu_health_all_unknown_fields_pass() -> None:
-    result = check_gpu_health(
-        dataclasses.replace(HEALTHY, gpus=(GpuFacts(index=0, name="Tesla K80"),))
-    )
+    result = check_gpu_health(dataclasses.replace(HEALTHY, gpus=(GpuFacts(index=0, name="Tesla K80"),)))
     assert result.status is Status.PASS
 
 
@@ -277,9 +271,7 @@ def test_toolkit_major_mismatch_names_the_matching_toolkit() -> None:
 
 
 def test_toolkit_newer_than_driver() -> None:
-    facts = dataclasses.replace(
-        HEALTHY, toolkits=(toolkit("12.8.93", ("PATH",), "/usr/local/cuda-12.8"),)
-    )
+    facts = dataclasses.replace(HEALTHY, toolkits=(toolkit("12.8.93", ("PATH",), "/usr/local/cuda-12.8"),))
     result = check_toolkit_nvcc(facts)
     assert result.status is Status.WARN
     assert "newer than the driver's CUDA 12.4" in result.summary
@@ -342,9 +334,7 @@ def test_broken_torch_install_fails() -> None:
 
 
 def test_import_failure_from_deep_probe_fails() -> None:
-    deep = DeepTorchFacts(
-        ok=False, error="import torch failed: OSError: libcudnn.so.9: undefined symbol"
-    )
+    deep = DeepTorchFacts(ok=False, error="import torch failed: OSError: libcudnn.so.9: undefined symbol")
     result = check_torch_installed(with_torch(deep=deep))
     assert result.status is Status.FAIL
     assert result.summary == "torch 2.5.1+cu124 does not import"
@@ -374,9 +364,7 @@ def test_probe_failure_fails() -> None:
 
 
 def test_two_pip_torches() -> None:
-    extra = Distribution(
-        "torch", Version("2.3.0+cu118"), "/root/.local/lib/python3.11/site-packages"
-    )
+    extra = Distribution("torch", Version("2.3.0+cu118"), "/root/.local/lib/python3.11/site-packages")
     result = check_torch_duplicates(with_torch(distributions=CUDA_TORCH.distributions + (extra,)))
     assert result.status is Status.FAIL
     assert result.summary.startswith("2 torch installs: 2.5.1+cu124 in /envs/pt/lib")
@@ -399,9 +387,7 @@ def test_conda_pytorch_alone_is_fine() -> None:
 
 
 def test_cu12_and_cu13_wheels_mixed() -> None:
-    dists = CUDA_TORCH.distributions + (
-        Distribution("nvidia-cudnn-cu13", Version("9.13.0.50"), "/s"),
-    )
+    dists = CUDA_TORCH.distributions + (Distribution("nvidia-cudnn-cu13", Version("9.13.0.50"), "/s"),)
     result = check_torch_duplicates(with_torch(distributions=dists))
     assert result.status is Status.FAIL
     assert "nvidia-cudnn-cu13" in result.summary
@@ -460,9 +446,7 @@ def test_libcuda_stub_fails_even_without_torch() -> None:
 
 
 def test_cpu_torch_is_skipped() -> None:
-    result = check_torch_cuda_libs(
-        with_torch(cuda=None, version=Version("2.13.0+cpu"), distributions=())
-    )
+    result = check_torch_cuda_libs(with_torch(cuda=None, version=Version("2.13.0+cpu"), distributions=()))
     assert result.status is Status.SKIP
 
 

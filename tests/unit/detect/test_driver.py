@@ -18,9 +18,7 @@ from envkit.detect.driver import (
 from envkit.detect.nvml import NvmlReading
 from envkit.versions import ComputeCapability, NvVersion, Version
 
-NO_NVML = NvmlReading(
-    error="LibraryNotFound: NVML Shared Library Not Found", error_name="LibraryNotFound"
-)
+NO_NVML = NvmlReading(error="LibraryNotFound: NVML Shared Library Not Found", error_name="LibraryNotFound")
 
 PROC_OPEN = (
     "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build  "

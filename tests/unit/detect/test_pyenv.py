@@ -33,9 +33,7 @@ def test_select_prefers_virtual_env_then_conda_then_path(tmp_path: Path) -> None
     assert (chosen.selected_by, chosen.env_name) == ("CONDA_PREFIX", "conda-env")
     del env["CONDA_PREFIX"]
     assert select_interpreter(System(env=env)).selected_by == "PATH"
-    assert select_interpreter(System(env={"PATH": str(tmp_path)})) == Interpreter(
-        sys.executable, "envkit"
-    )
+    assert select_interpreter(System(env={"PATH": str(tmp_path)})) == Interpreter(sys.executable, "envkit")
 
 
 def test_select_python_flag(tmp_path: Path) -> None:
@@ -84,9 +82,7 @@ def test_fake_cuda_torch_with_nvidia_wheels(tmp_path: Path) -> None:
     add_dist(site, "nvidia-cudnn-cu12", "9.1.0.70")
     add_dist(site, "nvidia-nccl-cu12", "2.21.5")
     add_dist(site, "torchvision", "0.20.1+cu121")
-    python, torch = detect_python(
-        System(env={}), Interpreter(str(tmp_path / "env/bin/python"), "--python")
-    )
+    python, torch = detect_python(System(env={}), Interpreter(str(tmp_path / "env/bin/python"), "--python"))
     assert python.kind == "venv" and python.env_name == "env"
     assert torch.version == Version("2.5.1+cu121")
     assert torch.cuda == Version("12.1")
@@ -106,9 +102,7 @@ def test_conda_env_records_its_packages(tmp_path: Path) -> None:
     (meta / "pytorch-2.1.0-py3.10_cuda12.1_cudnn8.9.2_0.json").write_text('{"channel": "pytorch"}')
     (meta / "pytorch-cuda-12.1-ha16c6d3_6.json").write_text('{"channel": "nvidia"}')
     (meta / "zlib-1.2.13-h5eee18b_0.json").write_text("{}")
-    python, torch = detect_python(
-        System(env={}), Interpreter(str(prefix / "bin/python"), "CONDA_PREFIX")
-    )
+    python, torch = detect_python(System(env={}), Interpreter(str(prefix / "bin/python"), "CONDA_PREFIX"))
     assert python.kind == "conda"
     names = {(p.name, str(p.version), p.channel) for p in torch.conda_packages}
     assert names == {("pytorch", "2.1.0", "pytorch"), ("pytorch-cuda", "12.1", "nvidia")}
@@ -118,9 +112,7 @@ def test_broken_version_py_is_an_error_not_a_crash(tmp_path: Path) -> None:
     site = make_venv(tmp_path / "env")
     pkg = add_fake_torch(site, "2.4.0", cuda=None)
     (pkg / "version.py").write_text("__version__ = '2.4.0\n")  # truncated by a bad download
-    _python, torch = detect_python(
-        System(env={}), Interpreter(str(tmp_path / "env/bin/python"), "--python")
-    )
+    _python, torch = detect_python(System(env={}), Interpreter(str(tmp_path / "env/bin/python"), "--python"))
     assert torch.version == Version("2.4.0")  # from the distribution metadata
     assert torch.error is not None and "not valid Python" in torch.error
 
@@ -129,17 +121,13 @@ def test_missing_version_py(tmp_path: Path) -> None:
     site = make_venv(tmp_path / "env")
     pkg = add_fake_torch(site, "2.4.0", cuda=None)
     (pkg / "version.py").unlink()
-    _python, torch = detect_python(
-        System(env={}), Interpreter(str(tmp_path / "env/bin/python"), "--python")
-    )
+    _python, torch = detect_python(System(env={}), Interpreter(str(tmp_path / "env/bin/python"), "--python"))
     assert torch.error is not None and "version.py" in torch.error
 
 
 def test_no_torch(tmp_path: Path) -> None:
     make_venv(tmp_path / "env")
-    _python, torch = detect_python(
-        System(env={}), Interpreter(str(tmp_path / "env/bin/python"), "--python")
-    )
+    _python, torch = detect_python(System(env={}), Interpreter(str(tmp_path / "env/bin/python"), "--python"))
     assert not torch.installed
 
 
@@ -150,9 +138,7 @@ def test_user_site_torch_is_a_second_install(tmp_path: Path) -> None:
     other.mkdir()
     add_fake_torch(other, "2.3.0+cu118", cuda="11.8")
     env = {"PYTHONPATH": str(other)}
-    _python, torch = detect_python(
-        System(env=env), Interpreter(str(tmp_path / "env/bin/python"), "--python")
-    )
+    _python, torch = detect_python(System(env=env), Interpreter(str(tmp_path / "env/bin/python"), "--python"))
     torches = [d for d in torch.distributions if d.name == "torch"]
     assert sorted(str(d.version) for d in torches) == ["2.3.0+cu118", "2.5.1+cu121"]
     # The importable one (PYTHONPATH comes first) decides the version.

@@ -50,9 +50,7 @@ def test_parse_nvcc_never_raises(text: str) -> None:
     parse_nvcc_version(text)
 
 
-@pytest.mark.skipif(
-    not REAL_CUDA.exists(), reason="needs the CUDA 13.0 toolkit of this machine kind"
-)
+@pytest.mark.skipif(not REAL_CUDA.exists(), reason="needs the CUDA 13.0 toolkit of this machine kind")
 def test_finds_the_real_toolkit_of_this_machine() -> None:
     env = {"PATH": os.environ.get("PATH", "")}
     found = detect_toolkits(System(env=env))
