@@ -28,7 +28,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from envkit.errors import InputError, NoBuildError
 from envkit.knowledge import Knowledge, Release, variant_cuda
 from envkit.target import Target
-from envkit.versions import Version
+from envkit.versions import NvVersion, Version
 
 __all__ = [
     "PLAN_SCHEMA",
@@ -212,6 +212,7 @@ class _Candidate:
     route: str  # "pip" | "pytorch-channel" | "conda-forge"
     failures: tuple[tuple[str, str], ...]  # (rule, reason)
     risk: Optional[str]  # a warning when it runs only through minor-version compatibility
+    needed_driver: Optional[NvVersion] = None  # the floor it failed, when it failed on the driver
 
     @property
     def name(self) -> str:
@@ -308,16 +309,15 @@ class _Evaluator:
                     f"no wheels for Python {t.python} (torch {release.torch} supports {span})",
                 )
             )
-        risk = None
+        risk = needed = None
         cuda = variant_cuda(variant)
         if cuda is not None:
             failures += self._gpu_driver_failures()
-            driver_fail, risk = self._driver(cuda)
+            driver_fail, risk, needed = self._driver(cuda)
             failures += driver_fail
             failures += self._arch(release, variant)
-        return _Candidate(
-            release, variant, route, tuple(sorted(failures, key=lambda f: RULES.index(f[0]))), risk
-        )
+        ordered = tuple(sorted(failures, key=lambda f: RULES.index(f[0])))
+        return _Candidate(release, variant, route, ordered, risk, needed)
 
     def _gpu_driver_failures(self) -> list[tuple[str, str]]:
         driver = self.target.driver
@@ -350,10 +350,11 @@ class _Evaluator:
                     )
         return failures
 
-    def _driver(self, cuda: Version) -> tuple[list[tuple[str, str]], Optional[str]]:
+    def _driver(self, cuda: Version) -> tuple[list[tuple[str, str]], Optional[str], Optional[NvVersion]]:
+        """(failures, the PTX-JIT risk warning, the floor that was not met) for one CUDA version."""
         driver = self.target.driver
         if driver is None or driver.major < 200:
-            return [], None
+            return [], None, None
         family = self.k.family(cuda)
         toolkit = self.k.toolkit(cuda)
         # NVIDIA publishes no Windows driver floors for CUDA 13.x; the Linux branch is the
@@ -364,15 +365,16 @@ class _Evaluator:
         if toolkit is not None:
             own = (toolkit.windows_driver if self.windows else None) or toolkit.linux_driver
         if floor is not None and driver < floor:
-            return [("driver", f"driver {driver} < {floor} needed by CUDA {cuda.major}.x")], None
+            return [("driver", f"driver {driver} < {floor} needed by CUDA {cuda.major}.x")], None, floor
         if own is not None and driver < own:
-            return [], (
+            risk = (
                 f"driver {driver} is older than {own}, the driver CUDA {cuda} shipped with: "
                 "it runs through minor-version compatibility, but PTX JIT (torch.compile / "
                 "Triton kernels, GPUs without SASS in the wheel) may fail with 'the provided PTX "
                 f"was compiled with an unsupported toolchain'; a driver ≥ {own} avoids it"
             )
-        return [], None
+            return [], risk, None
+        return [], None, None
 
     def _arch(self, release: Release, variant: str) -> list[tuple[str, str]]:
         if not self.target.gpus:
@@ -534,10 +536,14 @@ def _ways_out(candidates: list[_Candidate], target: Target, request: Request) ->
         rules = {r for r, _ in cand.failures}
         if len(rules) == 1:
             only.setdefault(rules.pop(), cand)
-    if "driver" in only:
-        cand = only["driver"]
-        floor = cand.failures[0][1].split("< ", 1)[1].split(" ", 1)[0]
-        ways.append(f"upgrade the driver to ≥ {floor} (for torch {cand.name})")
+    driver_only = [c for c in candidates if {r for r, _ in c.failures} == {"driver"} and c.needed_driver]
+    if driver_only:
+        # The smallest upgrade that gives a build; among equal floors, the newest listed torch.
+        best = min(c.needed_driver for c in driver_only if c.needed_driver)
+        cand = max(
+            (c for c in driver_only if c.needed_driver == best), key=lambda c: (c.listed, c.release.torch)
+        )
+        ways.append(f"upgrade the driver to ≥ {best} (for torch {cand.name})")
     if "gpu_driver" in only:
         ways.append(only["gpu_driver"].failures[0][1])
     if "cuda" in only:

@@ -155,3 +155,81 @@ def test_strict_turns_warnings_into_exit_1(tmp_path: Path) -> None:
     assert "/dev/shm is 512 MiB" in plain.stdout
     assert "fix: in Docker: run with --ipc=host" in plain.stdout
     assert "healthy" in plain.stdout and "unhealthy" in strict.stdout
+
+
+# envkit resolve -----------------------------------------------------------------------------------
+
+PLAN_FLAGS = ["--driver", "535.104.05", "--gpu", "sm_90", "--python", "3.11", "--platform", "linux-x86_64"]
+
+
+def test_resolve_json_for_a_described_machine() -> None:
+    result = runner.invoke(cli.app, ["resolve", "--json", *PLAN_FLAGS])
+    assert result.exit_code == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["schema"] == "envkit.plan/1"
+    assert plan["variant"].startswith("cu12")
+    assert plan["target"] == {
+        "described_by": "flags",
+        "platform": "linux-x86_64",
+        "driver": "535.104.05",
+        "gpus": [{"name": None, "compute_capability": "9.0"}],
+        "python": "3.11",
+    }
+    assert plan["rejected"][0]["reason"] == "driver 535.104.05 < 580.65.06 needed by CUDA 13.x"
+
+
+def test_resolve_explain_says_why_newer_builds_were_passed_over() -> None:
+    result = runner.invoke(cli.app, ["resolve", "--explain", *PLAN_FLAGS])
+    assert result.exit_code == 0
+    assert "Passed over (newest first):" in result.stdout
+    assert "2.15.0+cu130: driver 535.104.05 < 580.65.06 needed by CUDA 13.x" in result.stdout
+    assert "pip install torch==" in result.stdout
+
+
+def test_resolve_with_nothing_satisfiable_exits_3() -> None:
+    proc = envkit_cmd(
+        "resolve",
+        "--driver",
+        "470.82.01",
+        "--gpu",
+        "8.0",
+        "--torch",
+        ">=2.8",
+        "--python",
+        "3.11",
+        "--platform",
+        "linux-x86_64",
+    )
+    assert proc.returncode == 3
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("envkit: no torch build fits linux-x86_64, driver 470.82.01")
+    assert "hint: upgrade the driver to ≥ 525.60.13" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cuda", "13.x"], "envkit: --cuda '13.x': expected auto, cpu"),
+        (["--torch", "two"], "envkit: --torch 'two': not a version specifier"),
+        (["--driver", "new"], "envkit: --driver 'new': not a driver version"),
+        (["--gpu", "Voodoo 5"], "envkit: --gpu 'Voodoo 5': not a compute capability"),
+        (["--platform", "solaris"], "envkit: --platform 'solaris': one of"),
+        (["--channel", "npm"], "envkit: --channel 'npm': pip or conda"),
+        (["--no-gpu", "--gpu", "8.0"], "envkit: --no-gpu contradicts --driver / --gpu"),
+        (["--python", "two"], "envkit: --python 'two': not a Python version"),
+    ],
+)
+def test_resolve_bad_flags_are_one_line_exit_2(args: list[str], message: str) -> None:
+    result = runner.invoke(cli.app, ["resolve", *args])
+    assert result.exit_code == EXIT_USAGE
+    assert result.stderr.startswith(message)
+    assert "Traceback" not in result.stderr
+
+
+def test_resolve_on_this_machine_detects_python() -> None:
+    proc = envkit_cmd("resolve", "--json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["target"]["described_by"] == "this machine"
+    assert plan["target"]["python"] is not None

@@ -1,0 +1,185 @@
+"""The compatibility checks of doctor, with fixes made by the resolver for the machine."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from envkit.checks.compat import (
+    check_cpu_build_on_gpu,
+    check_driver_support,
+    check_gpu_arch,
+    check_torch_driver_compat,
+)
+from envkit.facts import CondaPackage, DeepTorchFacts, Distribution, DriverFacts, Facts, GpuFacts, TorchFacts
+from envkit.report import Status
+from envkit.versions import ComputeCapability, NvVersion, Version
+from tests.unit.checks.test_checks import HEALTHY, HEALTHY_GPU, PYTHON
+
+
+def machine(
+    driver: str,
+    gpu_name: str,
+    cc: tuple[int, int] | None,
+    torch: str,
+    cuda: str | None,
+    **torch_extra: object,
+) -> Facts:
+    dists = (
+        Distribution("torch", Version(torch), "/envs/pt/lib/python3.11/site-packages"),
+        Distribution("torchvision", Version("0.1"), "/s"),
+    )
+    return dataclasses.replace(
+        HEALTHY,
+        driver=DriverFacts(version=NvVersion(driver), source="nvml"),
+        gpus=(
+            dataclasses.replace(
+                HEALTHY_GPU, name=gpu_name, compute_capability=ComputeCapability(*cc) if cc else None
+            ),
+        ),
+        python=dataclasses.replace(PYTHON, platform="linux-x86_64"),
+        torch=TorchFacts(
+            version=Version(torch), cuda=Version(cuda) if cuda else None, distributions=dists, **torch_extra
+        ),  # type: ignore[arg-type]
+    )
+
+
+# torch.driver_compat -------------------------------------------------------------------------------
+
+
+def test_cu130_wheel_on_a_570_driver_fails_with_the_exact_fix() -> None:
+    facts = machine("570.86.10", "NVIDIA H100 80GB HBM3", (9, 0), "2.13.0+cu130", "13.0")
+    result = check_torch_driver_compat(facts)
+    assert result.status is Status.FAIL
+    assert result.summary == "torch 2.13.0+cu130 (CUDA 13.0) needs driver ≥ 580.65.06; this is 570.86.10"
+    first = result.fix.splitlines()[0]
+    assert first.startswith("/envs/pt/bin/python -m pip install torch==")
+    assert "+cu12" in first and "--index-url https://download.pytorch.org/whl/cu12" in first
+    assert "torchvision==" in first and "torchaudio" not in first  # only what the env has
+    assert result.fix.splitlines()[1] == "or upgrade the driver to ≥ 580.65.06"
+
+
+def test_below_the_toolkit_driver_warns() -> None:
+    facts = machine("550.54.15", "NVIDIA H100 80GB HBM3", (9, 0), "2.7.0+cu128", "12.8")
+    result = check_torch_driver_compat(facts)
+    assert result.status is Status.WARN
+    assert "minor-version compatibility" in result.summary
+    assert result.fix.startswith("upgrade the driver to ≥ 570.26")
+
+
+def test_matching_driver_passes() -> None:
+    facts = machine("580.95.05", "NVIDIA H200", (9, 0), "2.11.0+cu130", "13.0")
+    assert check_torch_driver_compat(facts).status is Status.PASS
+
+
+def test_cpu_torch_and_no_driver_are_skipped() -> None:
+    assert (
+        check_torch_driver_compat(machine("580.95.05", "x", (9, 0), "2.11.0+cpu", None)).status is Status.SKIP
+    )
+    no_driver = dataclasses.replace(
+        machine("580.95.05", "x", (9, 0), "2.11.0+cu130", "13.0"), driver=DriverFacts()
+    )
+    assert check_torch_driver_compat(no_driver).status is Status.SKIP
+
+
+# torch.gpu_arch -----------------------------------------------------------------------------------
+
+
+def test_rtx_5090_on_a_cu126_wheel_fails() -> None:
+    facts = machine("575.51.03", "NVIDIA GeForce RTX 5090", (12, 0), "2.6.0+cu126", "12.6")
+    result = check_gpu_arch(facts)
+    assert result.status is Status.FAIL
+    assert result.summary == "GPU 0 (NVIDIA GeForce RTX 5090, sm_120) has no code in torch 2.6.0+cu126"
+    assert "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90" in result.detail
+    assert "no kernel image is available" in result.detail
+    assert "+cu128" in result.fix or "+cu129" in result.fix
+
+
+def test_the_deep_probe_arch_list_wins() -> None:
+    deep = DeepTorchFacts(
+        ok=True, arch_list=("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120")
+    )
+    facts = machine("580.95.05", "NVIDIA GeForce RTX 5090", (12, 0), "2.9.0.dev0+git1234", "13.0", deep=deep)
+    result = check_gpu_arch(facts)
+    assert result.status is Status.PASS
+    assert "reported by torch" in result.detail
+
+
+def test_unknown_build_without_deep_is_skipped() -> None:
+    facts = machine("580.95.05", "NVIDIA H200", (9, 0), "2.9.0a0+git1234", "12.8")
+    result = check_gpu_arch(facts)
+    assert result.status is Status.SKIP
+    assert "--deep" in result.detail
+
+
+def test_gpu_name_gives_the_cc_when_nvml_does_not() -> None:
+    facts = machine("535.104.05", "Tesla P100-PCIE-16GB", None, "2.7.0+cu128", "12.8")
+    result = check_gpu_arch(facts)
+    assert result.status is Status.FAIL
+    assert "sm_60" in result.summary
+
+
+# torch.cpu_build_on_gpu ---------------------------------------------------------------------------
+
+
+def test_cpu_wheel_on_a_gpu_machine_fails() -> None:
+    facts = machine("580.95.05", "NVIDIA H200", (9, 0), "2.13.0+cpu", None)
+    result = check_cpu_build_on_gpu(facts)
+    assert result.status is Status.FAIL
+    assert result.summary == "torch 2.13.0+cpu is a CPU-only build on a machine with 1 NVIDIA GPU(s)"
+    assert "+cu130" in result.fix
+
+
+def test_conda_env_gets_a_conda_fix() -> None:
+    conda = (CondaPackage("pytorch", Version("2.1.0"), "py3.10_cpu_0", "pytorch"),)
+    facts = machine("550.54.15", "NVIDIA A100-SXM4-80GB", (8, 0), "2.1.0", None, conda_packages=conda)
+    result = check_cpu_build_on_gpu(facts)
+    assert result.status is Status.FAIL
+    assert result.fix.startswith("conda install ")
+
+
+def test_cpu_build_without_gpu_is_skipped() -> None:
+    facts = dataclasses.replace(machine("580.95.05", "x", (9, 0), "2.13.0+cpu", None), gpus=())
+    assert check_cpu_build_on_gpu(facts).status is Status.SKIP
+
+
+# driver.support ----------------------------------------------------------------------------------
+
+
+def test_driver_past_r580_on_volta_fails() -> None:
+    facts = machine("590.44.01", "Tesla V100-SXM2-32GB", (7, 0), "2.11.0+cu126", "12.6")
+    result = check_driver_support(facts)
+    assert result.status is Status.FAIL
+    assert "R580 is the last branch" in result.summary
+    assert result.fix == "install a driver from the R580 branch"
+
+
+def test_blackwell_on_r535_fails() -> None:
+    facts = machine("535.104.05", "NVIDIA GeForce RTX 5090", (12, 0), "2.7.0+cu128", "12.8")
+    result = check_driver_support(facts)
+    assert result.status is Status.FAIL
+    assert "needs driver R570 or newer" in result.summary
+
+
+def test_old_driver_for_current_torch_warns() -> None:
+    facts = machine("470.82.01", "Tesla T4", (7, 5), "2.0.0+cu117", "11.7")
+    result = check_driver_support(facts)
+    assert result.status is Status.WARN
+    assert "too old for every current torch release" in result.summary
+    assert "the newest it runs is 2.7.1+cu118" in result.summary
+
+
+def test_driver_that_runs_current_torch_passes_with_a_note() -> None:
+    facts = machine("550.54.15", "NVIDIA H100 80GB HBM3", (9, 0), "2.5.1+cu124", "12.4")
+    result = check_driver_support(facts)
+    assert result.status is Status.PASS
+    assert "the newest torch it runs is 2.14.1+cu126" in result.detail
+
+
+def test_no_driver_is_skipped() -> None:
+    assert check_driver_support(Facts()).status is Status.SKIP
+
+
+def test_gpu_lost_does_not_count_as_usable() -> None:
+    facts = machine("580.95.05", "NVIDIA H200", (9, 0), "2.13.0+cpu", None)
+    lost = dataclasses.replace(facts, gpus=(GpuFacts(index=0, error="GpuIsLost"),))
+    assert check_cpu_build_on_gpu(lost).status is Status.SKIP

@@ -1,0 +1,205 @@
+"""The knowledge base: it loads, it is consistent, and a bad row names itself."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+import envkit.knowledge as kb
+from envkit.knowledge import PLATFORMS, KnowledgeError, load_knowledge, variant_cuda
+from envkit.versions import ComputeCapability, Version
+
+K = load_knowledge()
+
+
+def test_releases_span_1_13_to_the_newest() -> None:
+    versions = [r.torch for r in K.releases]
+    assert versions == sorted(versions, reverse=True)
+    assert versions[-1] == Version("1.13.0")
+    assert versions[0] >= Version("2.15.0")
+
+
+@pytest.mark.parametrize("release", K.releases, ids=lambda r: str(r.torch))
+def test_every_release_is_complete(release: kb.Release) -> None:
+    assert release.torchvision > Version("0.13")
+    assert release.torchaudio >= Version("0.13")
+    assert set(release.variants) <= set(PLATFORMS)
+    assert "cpu" in release.variants["linux-x86_64"]
+    assert release.pypi_default in release.variants["linux-x86_64"]
+    assert release.python == tuple(sorted(release.python))
+    assert release.source
+
+
+@pytest.mark.parametrize(
+    "release", [r for r in K.releases if r.torch >= Version("2.12")], ids=lambda r: str(r.torch)
+)
+def test_torchaudio_stays_at_2_11_from_torch_2_12(release: kb.Release) -> None:
+    # torchaudio 2.11 is built on the stable ABI and supports later torch (docs.pytorch.org/audio/2.11).
+    assert release.torchaudio.major == 2 and release.torchaudio.minor == 11
+
+
+def test_every_cuda_variant_has_driver_floors_and_an_arch_row() -> None:
+    for release in K.releases:
+        for platform, variants in release.variants.items():
+            for variant in variants:
+                cuda = variant_cuda(variant)
+                if cuda is None:
+                    continue
+                assert K.toolkit(cuda) is not None, (release.torch, variant)
+                assert K.family(cuda) is not None, (release.torch, variant)
+                if platform != "macos-arm64":
+                    assert K.arch_for(release, variant, platform) is not None, (
+                        release.torch,
+                        platform,
+                        variant,
+                    )
+
+
+def test_toolkit_drivers_are_above_their_family_floor() -> None:
+    for toolkit in K.toolkits.values():
+        family = K.family(toolkit.cuda)
+        assert family is not None
+        assert toolkit.linux_driver >= family.linux_min_driver, toolkit.cuda
+
+
+def test_arch_lists_use_known_architectures() -> None:
+    known = {g.cc for g in K.gpus} | {
+        ComputeCapability(3, 7),
+        ComputeCapability(5, 0),
+        ComputeCapability(6, 0),
+    }
+    for row in K.arch:
+        for cc in row.sass + row.ptx:
+            assert cc in known or cc.major in {c.major for c in known}, (row.variant, cc)
+
+
+@pytest.mark.parametrize(
+    ("nvml_name", "cc"),
+    [
+        ("NVIDIA H100 80GB HBM3", "9.0"),
+        ("NVIDIA H100 PCIe", "9.0"),
+        ("NVIDIA H200", "9.0"),
+        ("NVIDIA A100-SXM4-80GB", "8.0"),
+        ("Tesla V100-SXM2-32GB", "7.0"),
+        ("Tesla P100-PCIE-16GB", "6.0"),
+        ("Tesla T4", "7.5"),
+        ("NVIDIA GeForce RTX 4090", "8.9"),
+        ("NVIDIA GeForce RTX 5090", "12.0"),
+        ("NVIDIA GeForce RTX 3080", "8.6"),
+        ("NVIDIA L40S", "8.9"),
+        ("NVIDIA B200", "10.0"),
+        ("NVIDIA GH200 480GB", "9.0"),
+        ("NVIDIA RTX A6000", "8.6"),
+        ("Tesla K80", "3.7"),
+        ("NVIDIA GeForce GTX 1080 Ti", "6.1"),
+    ],
+)
+def test_gpu_names_from_nvml(nvml_name: str, cc: str) -> None:
+    gpu = K.gpu_named(nvml_name)
+    assert gpu is not None, nvml_name
+    assert str(gpu.cc) == cc
+
+
+def test_datacenter_peaks() -> None:
+    h100 = K.gpu_named("NVIDIA H100 80GB HBM3")
+    h200 = K.gpu_named("NVIDIA H200")
+    assert h100 is not None and h100.bf16_tflops == 989
+    assert h200 is not None and h200.memory_bandwidth_gbs == 4800
+
+
+def test_conda_routes() -> None:
+    assert K.conda.pytorch_last_release == Version("2.5.1")
+    assert Version("11.8") in K.conda.cudatoolkit_versions
+    assert max(K.conda.cudatoolkit_versions) == Version("11.8")  # no cudatoolkit 12.x ever existed
+
+
+def test_arch_coverage_rules() -> None:
+    release = K.release(Version("2.7.0"))
+    assert release is not None
+    cu128 = K.arch_for(release, "cu128", "linux-x86_64")
+    cu126 = K.arch_for(release, "cu126", "linux-x86_64")
+    assert cu128 is not None and cu126 is not None
+    assert cu128.covers(ComputeCapability(12, 0))
+    assert not cu126.covers(ComputeCapability(12, 0))
+    assert cu126.covers(ComputeCapability(8, 9))  # sm_86 SASS runs on 8.9 (RTX 40xx)
+    assert cu126.covers(ComputeCapability(6, 1))  # sm_60 SASS runs on 6.1 (GTX 10xx)
+    assert not cu128.covers(ComputeCapability(7, 0))  # sm_70 dropped from cu128 in 2.7
+
+
+def test_ptx_covers_newer_majors() -> None:
+    release = K.release(Version("2.13.0"))
+    assert release is not None
+    cu130 = K.arch_for(release, "cu130", "linux-x86_64")
+    assert cu130 is not None and ComputeCapability(12, 0) in cu130.ptx
+    assert cu130.covers(ComputeCapability(12, 1))
+
+
+# A bad row names its file, its position and its field ------------------------------------------
+
+
+@pytest.fixture
+def data_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for path in kb.DATA_DIR.glob("*.toml"):
+        shutil.copy(path, tmp_path / path.name)
+    monkeypatch.setattr(kb, "DATA_DIR", tmp_path)
+    load_knowledge.cache_clear()
+    yield tmp_path
+    load_knowledge.cache_clear()
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "message"),
+    [
+        (
+            "releases.toml",
+            'torch = "2.5.1"',
+            'torch = "two"',
+            r"releases.toml: \[\[release\]\] #\d+ \(two\): field 'torch'",
+        ),
+        (
+            "releases.toml",
+            'pypi_default = "cu124"',
+            'pypi_default = "cu999"',
+            "field 'pypi_default': expected one of the release's",
+        ),
+        (
+            "arch.toml",
+            'sass = ["7.5", "8.0", "8.6", "9.0", "10.0", "12.0"]',
+            'sass = ["7.5", "eight"]',
+            "field 'sass': expected a list of compute capabilities",
+        ),
+        (
+            "cuda.toml",
+            'linux_driver = "550.54.14"',
+            "linux_driver = 550",
+            "field 'linux_driver': expected str",
+        ),
+        ("gpus.toml", 'cc = "9.0"', 'cc = "ninety"', "field 'cc': expected a compute capability"),
+        ("releases.toml", "[[release]]", "[[release]]\nbroken = ", "releases.toml: cannot be read"),
+    ],
+)
+def test_bad_rows_name_themselves(data_copy: Path, file: str, old: str, new: str, message: str) -> None:
+    _edit(data_copy / file, old, new)
+    with pytest.raises(KnowledgeError, match=message):
+        load_knowledge()
+
+
+def test_a_variant_without_floors_is_refused(data_copy: Path) -> None:
+    _edit(data_copy / "cuda.toml", 'cuda = "12.1"', 'cuda = "12.2"')
+    with pytest.raises(KnowledgeError, match=re.escape("cuda.toml has no [[toolkit]] row for CUDA 12.1")):
+        load_knowledge()
+
+
+def test_a_variant_without_arch_is_refused(data_copy: Path) -> None:
+    _edit(data_copy / "arch.toml", 'variant = "cu121"', 'variant = "cu122"')
+    with pytest.raises(KnowledgeError, match=re.escape("arch.toml has 0 rows for it, expected 1")):
+        load_knowledge()
