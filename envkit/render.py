@@ -23,6 +23,8 @@ __all__ = ["render_json", "render_plan", "render_report"]
 
 GLYPHS: Final = {Status.PASS: "✓", Status.WARN: "!", Status.FAIL: "✗", Status.SKIP: "–"}
 ASCII_GLYPHS: Final = {Status.PASS: "ok", Status.WARN: "!!", Status.FAIL: "XX", Status.SKIP: "--"}
+# Check ids are padded to one column ("torch.cpu_build_on_gpu" is the longest).
+ID_WIDTH: Final = 23
 STYLES: Final = {
     Status.PASS: "green",
     Status.WARN: "yellow",
@@ -68,7 +70,7 @@ def _facts_lines(facts: Facts) -> list[str]:
 def _result(result: CheckResult, verbose: bool, glyphs: dict[Status, str]) -> Text:
     text = Text("  ")
     text.append(f"{glyphs[result.status]} ", style=STYLES[result.status])
-    text.append(f"{result.id:<18}", style="bold")
+    text.append(f"{result.id:<{ID_WIDTH}}", style="bold")
     text.append(" " + result.summary)
     if result.detail and (verbose or result.status in (Status.FAIL, Status.WARN)):
         shown = result.detail.splitlines() if verbose else result.detail.splitlines()[:3]
