@@ -355,15 +355,7 @@ class _Evaluator:
         driver = self.target.driver
         if driver is None or driver.major < 200:
             return [], None, None
-        family = self.k.family(cuda)
-        toolkit = self.k.toolkit(cuda)
-        # NVIDIA publishes no Windows driver floors for CUDA 13.x; the Linux branch is the
-        # best estimate (compat-data.md §3a [I]: "use the same branch, R580+, as Linux").
-        floor = own = None
-        if family is not None:
-            floor = (family.windows_min_driver if self.windows else None) or family.linux_min_driver
-        if toolkit is not None:
-            own = (toolkit.windows_driver if self.windows else None) or toolkit.linux_driver
+        floor, own = self.k.driver_floors(cuda, windows=self.windows)
         if floor is not None and driver < floor:
             return [("driver", f"driver {driver} < {floor} needed by CUDA {cuda.major}.x")], None, floor
         if own is not None and driver < own:

@@ -13,9 +13,16 @@ from envkit.versions import ComputeCapability, NvVersion, Version, parse_compute
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from envkit.facts import Facts
+    from envkit.facts import Facts, GpuFacts
 
-__all__ = ["GpuTarget", "Target", "parse_gpu", "target_from_facts", "target_from_flags"]
+__all__ = [
+    "GpuTarget",
+    "Target",
+    "parse_gpu",
+    "target_from_facts",
+    "target_from_flags",
+    "visible_gpu_targets",
+]
 
 
 @dataclass(frozen=True)
@@ -109,18 +116,24 @@ def target_from_flags(
     )
 
 
-def target_from_facts(facts: Facts, knowledge: Knowledge) -> Target:
-    """The detected machine: its driver, its visible GPUs, its interpreter's Python and platform."""
-    import platform as _platform
-
-    gpus = []
+def visible_gpu_targets(facts: Facts, knowledge: Knowledge) -> list[tuple[GpuFacts, GpuTarget]]:
+    """Each visible GPU with its compute capability: NVML's, else the knowledge base's for its name."""
+    found = []
     for gpu in facts.visible_gpus:
         cc = gpu.compute_capability
         if cc is None and gpu.name:
             known = knowledge.gpu_named(gpu.name)
             cc = known.cc if known else None
         if cc is not None:
-            gpus.append(GpuTarget(cc, gpu.name))
+            found.append((gpu, GpuTarget(cc, gpu.name)))
+    return found
+
+
+def target_from_facts(facts: Facts, knowledge: Knowledge) -> Target:
+    """The detected machine: its driver, its visible GPUs, its interpreter's Python and platform."""
+    import platform as _platform
+
+    gpus = [target for _gpu, target in visible_gpu_targets(facts, knowledge)]
     py = facts.python
     plat = py.platform if py and py.platform in PLATFORMS else None
     if plat is None:

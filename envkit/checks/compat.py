@@ -22,7 +22,7 @@ from envkit.errors import NoBuildError
 from envkit.knowledge import ArchRow, Knowledge, Release, load_knowledge, variant_cuda
 from envkit.report import CheckResult, Status
 from envkit.resolve import Plan, Request, resolve
-from envkit.target import GpuTarget, target_from_facts
+from envkit.target import GpuTarget, target_from_facts, visible_gpu_targets
 from envkit.versions import ComputeCapability, NvVersion, parse_compute_capability
 
 if TYPE_CHECKING:
@@ -62,15 +62,10 @@ def plan_fix(facts: Facts, knowledge: Optional[Knowledge] = None) -> str:
 
 
 def _gpus(facts: Facts, knowledge: Knowledge) -> list[tuple[str, GpuTarget]]:
-    found = []
-    for gpu in facts.visible_gpus:
-        cc = gpu.compute_capability
-        if cc is None and gpu.name:
-            known = knowledge.gpu_named(gpu.name)
-            cc = known.cc if known else None
-        if cc is not None:
-            found.append((f"GPU {gpu.index} ({gpu.name or 'unknown'}, {cc.sm})", GpuTarget(cc, gpu.name)))
-    return found
+    return [
+        (f"GPU {gpu.index} ({gpu.name or 'unknown'}, {target.cc.sm})", target)
+        for gpu, target in visible_gpu_targets(facts, knowledge)
+    ]
 
 
 def _is_jetson(facts: Facts) -> bool:
@@ -89,12 +84,7 @@ def check_torch_driver_compat(facts: Facts) -> CheckResult:
         return CheckResult(cid, Status.SKIP, f"driver {driver} is a Jetson (L4T) release; not checked")
     k = load_knowledge()
     windows = bool(facts.python and facts.python.platform and facts.python.platform.startswith("windows"))
-    family, toolkit = k.family(torch.cuda), k.toolkit(torch.cuda)
-    floor = own = None
-    if family is not None:
-        floor = (family.windows_min_driver if windows else None) or family.linux_min_driver
-    if toolkit is not None:
-        own = (toolkit.windows_driver if windows else None) or toolkit.linux_driver
+    floor, own = k.driver_floors(torch.cuda, windows=windows)
     label = f"torch {torch.version} (CUDA {torch.cuda})"
     if floor is not None and driver < floor:
         return CheckResult(

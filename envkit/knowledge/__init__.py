@@ -187,6 +187,22 @@ class Knowledge:
     def family(self, cuda: Version) -> Optional[CudaFamily]:
         return self.families.get(cuda.major)
 
+    def driver_floors(
+        self, cuda: Version, *, windows: bool = False
+    ) -> tuple[Optional[NvVersion], Optional[NvVersion]]:
+        """(minor-version-compatibility floor, the toolkit's own driver) for a CUDA version.
+
+        NVIDIA publishes no Windows floors for CUDA 13.x; the Linux branch is the best estimate
+        there (compat-data.md §3a [I]: "use the same branch, R580+, as Linux").
+        """
+        family, toolkit = self.family(cuda), self.toolkit(cuda)
+        floor = own = None
+        if family is not None:
+            floor = (family.windows_min_driver if windows else None) or family.linux_min_driver
+        if toolkit is not None:
+            own = (toolkit.windows_driver if windows else None) or toolkit.linux_driver
+        return floor, own
+
     def gpu_named(self, name: str) -> Optional[Gpu]:
         """The first GPU row whose pattern matches an NVML name (or a user's "RTX 5090")."""
         return next((g for g in self.gpus if g.match.search(name)), None)
