@@ -500,23 +500,36 @@ def _conda_spec(k: Knowledge, chosen: _Candidate, python: Optional[Version]) -> 
 def _no_build_message(
     target: Target, request: Request, admitted: list[_Candidate], everything: list[_Candidate]
 ) -> str:
+    """One line for the request, then the reasons: what the machine rules out first, then the
+    releases that lack the requested build, folded into one line."""
     pool = admitted or everything
     lines = [
         f"no torch build fits {target.describe()} for --cuda {request.cuda}"
         + (f" --torch {request.torch}" if request.torch else "")
         + f" ({request.channel})"
     ]
+    missing = [c for c in pool if c.failures[0][0] in ("platform", "channel")]
+    shown: list[str] = []
     seen: set[str] = set()
     for cand in pool:
+        if cand in missing:
+            continue
         rule, reason = cand.failures[0]
         key = reason if rule in ("driver", "gpu_driver", "python") else cand.name
-        if key in seen:
-            continue
-        seen.add(key)
-        lines.append(f"  {cand.name}: {reason}")
-        if len(seen) >= 8:
-            lines.append(f"  … and {len(pool) - 8} more (--json lists them all)")
-            break
+        if key not in seen:
+            seen.add(key)
+            shown.append(f"  {cand.name}: {reason}")
+    lines += shown[:8]
+    if len(shown) > 8:
+        lines.append(f"  … and {len(shown) - 8} more (--json lists them all)")
+    for rule, what in (
+        ("platform", f"no {request.cuda} build for {target.platform}"),
+        ("channel", "not on conda"),
+    ):
+        versions = sorted({c.release.torch for c in missing if c.failures[0][0] == rule})
+        if versions:
+            span = str(versions[0]) if len(versions) == 1 else f"{versions[0]} … {versions[-1]}"
+            lines.append(f"  torch {span} ({len(versions)} releases): {what}")
     return "\n".join(lines)
 
 
@@ -524,7 +537,13 @@ def _ways_out(candidates: list[_Candidate], target: Target, request: Request) ->
     """The nearest ways out: for each single rule, the newest candidate that fails only on it."""
     ways = []
     only: dict[str, _Candidate] = {}
-    for cand in sorted(candidates, key=lambda c: (c.listed, c.release.torch), reverse=True):
+    # Newest first, listed before unlisted, and for "--cuda" a CUDA build before the CPU one.
+    order = sorted(
+        candidates,
+        key=lambda c: (variant_cuda(c.variant) is not None, c.listed, c.release.torch),
+        reverse=True,
+    )
+    for cand in order:
         rules = {r for r, _ in cand.failures}
         if len(rules) == 1:
             only.setdefault(rules.pop(), cand)
@@ -540,7 +559,8 @@ def _ways_out(candidates: list[_Candidate], target: Target, request: Request) ->
         ways.append(only["gpu_driver"].failures[0][1])
     if "cuda" in only:
         cand = only["cuda"]
-        ways.append(f"--cuda {cand.variant} (torch {cand.name} fits)")
+        cuda = variant_cuda(cand.variant)
+        ways.append(f"--cuda {cuda or cand.variant} (torch {cand.name} fits)")
     if "torch" in only:
         ways.append(f"widen --torch: torch {only['torch'].name} fits")
     if "python" in only:

@@ -353,3 +353,15 @@ def test_auto_never_picks_a_variant_without_a_gpus_arch(t: Target) -> None:
     row = K.arch_for(K.release(p.torch), p.variant, t.platform)  # type: ignore[arg-type]
     assert row is not None
     assert all(row.covers(g.cc) for g in t.gpus)
+
+
+def test_exact_cuda_the_driver_cannot_run_points_to_the_older_cuda() -> None:
+    with pytest.raises(NoBuildError) as info:
+        plan(target("470.82.01", "sm_80"), cuda="12.1")
+    error = info.value
+    assert error.message.splitlines()[1] == "  2.5.1+cu121: driver 470.82.01 < 525.60.13 needed by CUDA 12.x"
+    assert "no cu121 build for linux-x86_64" in error.message
+    assert (
+        error.hint
+        == "upgrade the driver to ≥ 525.60.13 (for torch 2.5.1+cu121); or --cuda 11.8 (torch 2.7.1+cu118 fits)"
+    )
