@@ -19,11 +19,11 @@ from packaging.specifiers import SpecifierSet
 
 from envkit.checks._common import join_lines, pip_command
 from envkit.errors import NoBuildError
-from envkit.knowledge import ArchRow, Knowledge, Release, load_knowledge, variant_cuda
+from envkit.knowledge import ArchRow, Knowledge, Release, load_knowledge
 from envkit.report import CheckResult, Status
 from envkit.resolve import Plan, Request, resolve
 from envkit.target import GpuTarget, target_from_facts, visible_gpu_targets
-from envkit.versions import ComputeCapability, NvVersion, parse_compute_capability
+from envkit.versions import ComputeCapability, parse_compute_capability
 
 if TYPE_CHECKING:
     from envkit.facts import Facts
@@ -39,10 +39,14 @@ __all__ = [
 JETSON_DRIVER_BELOW: Final = 200  # L4T releases (35.3.1) are not desktop/data-center drivers
 
 
-def _plan(facts: Facts, knowledge: Knowledge) -> Plan:
+def _plan(facts: Facts, knowledge: Knowledge, torch: Optional[SpecifierSet] = None) -> Plan:
     conda_torch = any(p.name == "pytorch" for p in facts.torch.conda_packages)
     channel = "conda" if conda_torch else "pip"
-    return resolve(knowledge, target_from_facts(facts, knowledge), Request(channel=channel))
+    return resolve(knowledge, target_from_facts(facts, knowledge), Request(torch=torch, channel=channel))
+
+
+def _first_way_out(error: NoBuildError) -> str:
+    return error.hint.split("; or ")[0] if error.hint else error.message.splitlines()[0]
 
 
 def plan_fix(facts: Facts, knowledge: Optional[Knowledge] = None) -> str:
@@ -224,31 +228,34 @@ def check_driver_support(facts: Facts) -> CheckResult:
             detail=join_lines(*fails),
             fix="\n".join(dict.fromkeys(fixes)),
         )
+    # The resolver answers both questions, so the fixes name the driver this GPU and this
+    # platform need (an RTX 5090 needs a CUDA 12.8+ wheel, not just any CUDA 12 one).
     current = _current_releases(k)
-    newest, oldest = k.releases[0].torch, k.releases[-1].torch
+    first, last = current[-1].torch, current[0].torch
+    span = f"{first.major}.{first.minor}–{last.major}.{last.minor}"
     try:
         plan = _plan(facts, k)
-    except NoBuildError:
+    except NoBuildError as error:
         return CheckResult(
             cid,
             Status.FAIL,
-            f"driver {driver} is too old for every torch release envkit knows (≥ {oldest})",
-            fix=f"upgrade the driver (torch {newest} needs ≥ {_floor(k, k.releases[0], facts)})",
+            f"driver {driver} runs no torch release envkit knows (≥ {k.releases[-1].torch}) on these GPUs",
+            detail=error.message,
+            fix=_first_way_out(error),
         )
-    first, last = current[-1].torch, current[0].torch
-    span = f"{first.major}.{first.minor}–{last.major}.{last.minor}"
-    if plan.torch < current[-1].torch and plan.variant != "cpu":
+    try:
+        _plan(facts, k, SpecifierSet(f">={first}"))
+    except NoBuildError as error:
         return CheckResult(
             cid,
             Status.WARN,
             f"driver {driver} is too old for every current torch release ({span}); "
             f"the newest it runs is {plan.candidate}",
-            fix=f"upgrade the driver to ≥ {_floor(k, current[-1], facts)}",
+            fix=_first_way_out(error),
         )
     note = ""
-    if plan.torch < newest:
-        need = _floor(k, k.releases[0], facts)
-        note = f"the newest torch it runs is {plan.candidate}; torch {newest} needs ≥ {need}"
+    if plan.torch < k.releases[0].torch:
+        note = f"the newest torch it runs is {plan.candidate}"
     return CheckResult(
         cid, Status.PASS, f"driver {driver} supports every GPU and runs current torch ({span})", detail=note
     )
@@ -263,15 +270,3 @@ def _current_releases(k: Knowledge) -> list[Release]:
             minors.append(minor)
     keep = set(minors[:3])
     return [r for r in k.releases if (r.torch.major, r.torch.minor) in keep]
-
-
-def _floor(k: Knowledge, release: Release, facts: Facts) -> Optional[NvVersion]:
-    """The lowest driver that runs any CUDA variant of ``release`` on this platform."""
-    platform = facts.python.platform if facts.python and facts.python.platform else "linux-x86_64"
-    floors = []
-    for variant in release.variants.get(platform, ()):
-        cuda = variant_cuda(variant)
-        family = k.family(cuda) if cuda else None
-        if family is not None:
-            floors.append(family.linux_min_driver)
-    return min(floors) if floors else None

@@ -166,6 +166,7 @@ def test_old_driver_for_current_torch_warns() -> None:
     assert result.status is Status.WARN
     assert "too old for every current torch release" in result.summary
     assert "the newest it runs is 2.7.1+cu118" in result.summary
+    assert result.fix == "upgrade the driver to ≥ 525.60.13 (for torch 2.14.1+cu126)"
 
 
 def test_driver_that_runs_current_torch_passes_with_a_note() -> None:
