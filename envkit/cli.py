@@ -231,6 +231,47 @@ def resolve(
     return 0
 
 
+@app.command()
+@guarded
+def verify(
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the envkit.report/1 JSON on stdout.")
+    ] = False,
+    checks: Annotated[
+        Optional[str],
+        typer.Option(
+            "--checks", help="Comma list of device, compile, amp, dist, perf (default: all but perf)."
+        ),
+    ] = None,
+    python: Annotated[
+        Optional[str], typer.Option("--python", help="Verify this interpreter (or environment folder).")
+    ] = None,
+    env: Annotated[
+        Optional[str], typer.Option("--env", help="Verify the conda / envkit environment of this name.")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds the whole run may take.", min=1)
+    ] = 600.0,
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show every check's detail.")] = False,
+) -> int:
+    """torch.compile, AMP and NCCL smoke kernels on the detected hardware."""
+    from envkit.system import System
+    from envkit.verify import parse_checks
+    from envkit.verify import verify as run_verify
+
+    report = run_verify(System(), python=python, env_name=env, checks=parse_checks(checks), timeout=timeout)
+    if json_out:
+        from envkit.render import render_json
+
+        sys.stdout.write(render_json(report.to_json(strict=strict)) + "\n")
+    else:
+        from envkit.render import render_report
+
+        render_report(report, stdout, verbose=verbose, strict=strict, title="envkit verify")
+    return report.exit_code(strict=strict)
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="envkit")

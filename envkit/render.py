@@ -83,11 +83,18 @@ def _result(result: CheckResult, verbose: bool, glyphs: dict[Status, str]) -> Te
     return text
 
 
-def render_report(report: Report, console: Console, *, verbose: bool = False, strict: bool = False) -> None:
+def render_report(
+    report: Report,
+    console: Console,
+    *,
+    verbose: bool = False,
+    strict: bool = False,
+    title: str = "envkit doctor",
+) -> None:
     """Print the report grouped by area: one line per check, the fix under every warn/fail."""
     encoding = (console.encoding or "").lower()
     glyphs = GLYPHS if encoding.startswith("utf") else ASCII_GLYPHS
-    header = Text("envkit doctor", style="bold")
+    header = Text(title, style="bold")
     where = report.source or report.host or "this machine"
     header.append(f" — {where}", style="dim")
     console.print(header)

@@ -1,0 +1,75 @@
+"""Shared by the verify probes: arguments in, one JSON answer out between markers.
+
+Probes run in the TARGET interpreter (Python >= 3.8, stdlib + torch, nothing from envkit); the
+probes folder is their sys.path[0], so they import this module by name.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from typing import Any, Callable, Dict, List, Tuple
+
+
+def read_args() -> Tuple[str, Dict[str, Any]]:
+    """(marker, config): ``probe.py MARKER [JSON]``."""
+    marker = sys.argv[1] if len(sys.argv) > 1 else "@@"
+    config: Dict[str, Any] = {}
+    if len(sys.argv) > 2:
+        try:
+            config = json.loads(sys.argv[2])
+        except ValueError:
+            config = {}
+    return marker, config
+
+
+def emit(marker: str, data: Dict[str, Any]) -> None:
+    sys.stdout.write(marker + json.dumps(data, default=str) + marker + "\n")
+    sys.stdout.flush()
+
+
+def error_text(exc: BaseException, lines: int = 6) -> str:
+    """The exception's last lines: enough to classify it, short enough to show."""
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def run(main: Callable[[Dict[str, Any]], Dict[str, Any]]) -> None:
+    """Run ``main(config)`` and print its answer; an exception becomes a failed answer."""
+    marker, config = read_args()
+    start = time.monotonic()
+    try:
+        data = main(config)
+    except BaseException as exc:  # the probe must answer whatever happened
+        data = {"status": "fail", "summary": type(exc).__name__, "error": error_text(exc)}
+    data.setdefault("metrics", {})
+    data["metrics"]["probe_s"] = round(time.monotonic() - start, 3)
+    emit(marker, data)
+
+
+def import_torch() -> Tuple[Any, float, List[str]]:
+    """Import torch, timing it and keeping the warnings it prints (driver too old, …)."""
+    import warnings
+
+    start = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import torch
+    seconds = round(time.monotonic() - start, 3)
+    return torch, seconds, sorted({str(w.message).strip()[:300] for w in caught})
+
+
+def covered(arch_list: List[str], major: int, minor: int) -> bool:
+    """Whether sm_XY SASS (same major, minor not above) or compute_XY PTX (not newer) is there."""
+    for name in arch_list:
+        digits = name.split("_", 1)[-1].rstrip("abf")
+        if not digits.isdigit() or len(digits) < 2:
+            continue
+        a_major, a_minor = int(digits[:-1]), int(digits[-1])
+        if name.startswith("sm_") and a_major == major and a_minor <= minor:
+            return True
+        if name.startswith("compute_") and (a_major, a_minor) <= (major, minor):
+            return True
+    return False

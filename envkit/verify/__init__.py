@@ -1,0 +1,146 @@
+"""``envkit verify``: run the real thing (a kernel on every GPU, torch.compile, AMP training steps,
+collectives with exact values, and optionally matmul / copy throughput) in the target interpreter.
+
+Each check is a probe script (envkit/probes/verify_*.py, stdlib + torch) run in its own subprocess
+and process group with its own timeout; independent checks run side by side, and the throughput
+check runs alone afterwards so nothing else competes for the GPU. A crash, hang or garbage answer
+becomes that check's failure with the tail of its stderr; the others still report.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Final, Optional
+
+from envkit._probe import ProbeOutcome, run_probe
+from envkit.detect import detect_for_plan, run_bounded
+from envkit.detect.pyenv import select_interpreter
+from envkit.errors import InputError
+from envkit.report import Report
+from envkit.verify.interpret import interpret
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from envkit.facts import Facts
+    from envkit.system import System
+
+__all__ = [
+    "ALL_CHECKS",
+    "DEFAULT_CHECKS",
+    "DEFAULT_TIMEOUT_S",
+    "ProbeSpec",
+    "parse_checks",
+    "run_probes",
+    "verify",
+]
+
+# Seconds each check may take at most (the whole run is also bounded by --timeout).
+CHECK_TIMEOUTS: Final = {"device": 120.0, "compile": 420.0, "amp": 180.0, "dist": 180.0, "perf": 300.0}
+ALL_CHECKS: Final = tuple(CHECK_TIMEOUTS)
+DEFAULT_CHECKS: Final = ("device", "compile", "amp", "dist")
+DEFAULT_TIMEOUT_S: Final = 600.0
+# Checks that must have the GPUs to themselves run after the others.
+ALONE: Final = frozenset({"perf"})
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    check: str  # "compile" -> verify.compile
+    script: str  # a file in envkit/probes, or an absolute path
+    config: dict[str, Any]
+    timeout: float
+    env: Optional[dict[str, str]] = None
+
+
+def parse_checks(text: Optional[str]) -> tuple[str, ...]:
+    if not text:
+        return DEFAULT_CHECKS
+    names = tuple(dict.fromkeys(n.strip().removeprefix("verify.") for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in CHECK_TIMEOUTS]
+    if unknown or not names:
+        raise InputError(
+            f"--checks {text!r}: unknown {', '.join(unknown) or 'list'}; choose from {', '.join(ALL_CHECKS)}"
+        )
+    return names
+
+
+def run_probes(
+    system: System, python: str, specs: Sequence[ProbeSpec], deadline: Optional[float]
+) -> dict[str, ProbeOutcome]:
+    """Run the probes side by side (each bounded by its own timeout and the deadline)."""
+
+    def task(spec: ProbeSpec) -> ProbeOutcome:
+        import json
+
+        timeout = (
+            spec.timeout if deadline is None else max(1.0, min(spec.timeout, deadline - time.monotonic()))
+        )
+        return run_probe(system, python, spec.script, json.dumps(spec.config), timeout=timeout, env=spec.env)
+
+    tasks: dict[str, Callable[[], Any]] = {spec.check: functools.partial(task, spec) for spec in specs}
+    values, _notes = run_bounded(tasks, None)
+    return values
+
+
+def _specs(system: System, facts: Facts, checks: Sequence[str], cache_dir: str) -> list[ProbeSpec]:
+    env = dict(system.env)
+    # A fresh inductor / Triton cache: the first compile is cold, the second one warm.
+    compile_env = {
+        **env,
+        "TORCHINDUCTOR_CACHE_DIR": f"{cache_dir}/inductor",
+        "TRITON_CACHE_DIR": f"{cache_dir}/triton",
+    }
+    visible = len(facts.visible_gpus) if facts.driver.version is not None else None
+    configs: dict[str, dict[str, Any]] = {
+        "device": {"nvml_gpus": visible},
+        "compile": {},
+        "amp": {},
+        # The probe reports before its own timeout, so missing ranks are named, not just killed.
+        "dist": {"timeout_s": max(5.0, CHECK_TIMEOUTS["dist"] - 15.0)},
+        "perf": {},
+    }
+    return [
+        ProbeSpec(
+            check,
+            f"verify_{check}.py",
+            configs[check],
+            CHECK_TIMEOUTS[check],
+            compile_env if check == "compile" else env,
+        )
+        for check in checks
+    ]
+
+
+def verify(
+    system: System,
+    *,
+    python: Optional[str] = None,
+    env_name: Optional[str] = None,
+    checks: Sequence[str] = DEFAULT_CHECKS,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> Report:
+    """Run the verify checks in the chosen interpreter and report them (envkit.report/1)."""
+    if timeout <= 0:
+        raise InputError(f"--timeout {timeout:g}: give a positive number of seconds")
+    start = time.monotonic()
+    system = system.with_deadline(timeout)
+    interp = select_interpreter(system, python=python, env_name=env_name)
+    facts = detect_for_plan(system, interp)
+    cache_dir = tempfile.mkdtemp(prefix="envkit-verify-")
+    try:
+        specs = _specs(system, facts, checks, cache_dir)
+        outcomes = run_probes(
+            system, interp.path, [s for s in specs if s.check not in ALONE], system.deadline
+        )
+        outcomes.update(
+            run_probes(system, interp.path, [s for s in specs if s.check in ALONE], system.deadline)
+        )
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    results = [interpret(spec.check, outcomes.get(spec.check), facts) for spec in specs]
+    return Report.new(facts, results, duration_s=round(time.monotonic() - start, 3))
