@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run on a machine with an NVIDIA GPU: compares nvidia-smi with `envkit doctor --deep --json` and
-# prints where they disagree (driver version, GPU count, names, memory, compute capability), then
-# the doctor report and an NVML recording for tests/data/nvml/.
+# prints where they disagree (driver version, GPU count, names, memory, compute capability), the
+# doctor report, an NVML recording for tests/data/nvml/, then `envkit verify` with every check
+# (device, compile, amp, dist, perf) and its metrics.
 #
 #   bash scripts/gpu_check.sh [OUT_DIR]
 set -uo pipefail
@@ -47,4 +48,26 @@ for row, gpu in zip(rows, gpus):
 deep = facts["torch"].get("deep") or {}
 print("\n".join(problems) if problems else f"no disagreement ({len(gpus)} GPUs)")
 print("torch deep probe:", json.dumps({k: deep.get(k) for k in ("ok", "version", "cuda_available", "device_count", "arch_list", "nccl", "bf16_supported")}))
+PY
+
+echo "== envkit verify --checks device,compile,amp,dist,perf --json"
+start=$(date +%s.%N)
+"$py" -m envkit verify --checks device,compile,amp,dist,perf --json --python "$py" > "$out/verify.json"
+echo "exit code $?, $(echo "$(date +%s.%N) - $start" | bc) s"
+"$py" - "$out/verify.json" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+for check in report["checks"]:
+    print(f"{check['id']:16s} {check['status']:5s} {check['summary']}")
+    metrics = check.get("metrics") or {}
+    if check["id"] == "verify.perf":
+        for d in metrics.get("devices", []):
+            print("   ", {k: d.get(k) for k in ("name", "bf16_tflops", "bf16_of_peak", "fp16_tflops", "tf32_tflops", "d2d_gbs", "d2d_of_peak")})
+    elif check["id"] == "verify.compile":
+        for d in metrics.get("devices", []):
+            print("   ", {k: d.get(k) for k in ("device", "cold_compile_s", "warm_compile_s", "speedup")})
+    elif check["id"] == "verify.dist":
+        print("   ", {k: metrics.get(k) for k in ("world_size", "backend", "nccl", "busbw_max_gbs")})
+    if check["status"] in ("fail", "warn"):
+        print("    detail:", check.get("detail", "")[:400])
 PY

@@ -133,16 +133,20 @@ def rank_main(rank: int, world: int, local_rank: int, config: Dict[str, Any], st
     return result
 
 
-def collect(store: Any, world: int, deadline: float) -> Dict[int, Dict[str, Any]]:
-    """Every rank's result that arrives before the deadline."""
+def collect(
+    store: Any, world: int, deadline: float, known: Optional[Dict[int, Dict[str, Any]]] = None
+) -> Dict[int, Dict[str, Any]]:
+    """Every rank's result that arrives before the deadline (one last look after it)."""
     import torch.distributed as dist
 
     keys = dist.PrefixStore(KEY_PREFIX, store)
-    results: Dict[int, Dict[str, Any]] = {}
-    while len(results) < world and time.monotonic() < deadline:
+    results: Dict[int, Dict[str, Any]] = dict(known or {})
+    while True:
         for r in range(world):
             if r not in results and keys.check(["result/%d" % r]):
                 results[r] = json.loads(keys.get("result/%d" % r))
+        if len(results) == world or time.monotonic() >= deadline:
+            break
         time.sleep(0.05)
     for r in range(world):
         if r not in results:
@@ -156,7 +160,11 @@ def collect(store: Any, world: int, deadline: float) -> Dict[int, Dict[str, Any]
 
 
 def aggregate(results: Dict[int, Dict[str, Any]], world: int, launcher: str) -> Dict[str, Any]:
-    failed = [r for r in sorted(results) if not results[r].get("ok")]
+    def blame(r: int) -> int:  # a rank that never showed up explains the others' timeouts
+        error = str(results[r].get("error") or "")
+        return 0 if "never joined" in error else 1 if "did not finish" in error else 2
+
+    failed = sorted((r for r in results if not results[r].get("ok")), key=lambda r: (blame(r), r))
     zero = results.get(0, {})
     bw = zero.get("bandwidth") or []
     metrics: Dict[str, Any] = {
@@ -246,7 +254,10 @@ def run_launched(layout: Dict[str, Any], config: Dict[str, Any]) -> Dict[str, An
             "failure_class": "rendezvous",
         }
     deadline = time.monotonic() + timeout
-    mine = rank_main(layout["rank"], layout["world"], layout["local"], config, store)
+    # Ranks give up on each other (init, collectives) well before the deadline, so rank 0 still
+    # has time to say which ranks never showed up.
+    rank_config = dict(config, timeout_s=max(2.0, timeout * 0.6))
+    mine = rank_main(layout["rank"], layout["world"], layout["local"], rank_config, store)
     if layout["rank"] != 0:
         status = "pass" if mine["ok"] else "fail"
         what = mine.get("error") or "; ".join(mine.get("problems") or [])
@@ -259,7 +270,9 @@ def run_launched(layout: Dict[str, Any], config: Dict[str, Any]) -> Dict[str, An
                 "bandwidth": mine.get("bandwidth"),
             },
         }
-    return aggregate(collect(store, layout["world"], deadline), layout["world"], layout["launcher"])
+    return aggregate(
+        collect(store, layout["world"], deadline, {0: mine}), layout["world"], layout["launcher"]
+    )
 
 
 def spawned_rank(index: int, world: int, port: int, config: Dict[str, Any]) -> None:
@@ -289,6 +302,7 @@ def run_alone(config: Dict[str, Any]) -> Dict[str, Any]:
         "127.0.0.1", port, None, True, datetime.timedelta(seconds=timeout), wait_for_workers=False
     )
     deadline = time.monotonic() + timeout
+    config = dict(config, timeout_s=max(2.0, timeout * 0.6))
     context = mp.start_processes(
         spawned_rank, args=(world, port, config), nprocs=world, join=False, start_method="spawn"
     )

@@ -87,6 +87,11 @@ def run_probes(
     return values
 
 
+def _budget(system: System, check: str) -> float:
+    remaining = system.remaining()
+    return CHECK_TIMEOUTS[check] if remaining is None else min(CHECK_TIMEOUTS[check], remaining)
+
+
 def _specs(system: System, facts: Facts, checks: Sequence[str], cache_dir: str) -> list[ProbeSpec]:
     env = dict(system.env)
     # A fresh inductor / Triton cache: the first compile is cold, the second one warm.
@@ -100,8 +105,8 @@ def _specs(system: System, facts: Facts, checks: Sequence[str], cache_dir: str) 
         "device": {"nvml_gpus": visible},
         "compile": {},
         "amp": {},
-        # The probe reports before its own timeout, so missing ranks are named, not just killed.
-        "dist": {"timeout_s": max(5.0, CHECK_TIMEOUTS["dist"] - 15.0)},
+        # The probe gives up on missing ranks before it is killed, so it can name them.
+        "dist": {"timeout_s": max(5.0, _budget(system, "dist") - 10.0)},
         "perf": {},
     }
     return [

@@ -17,7 +17,7 @@ def test_readme_opens_with_exactly_two_commands() -> None:
     install, test = readme_commands()
     assert install.endswith("envkit doctor")
     assert "pip install -e '.[test]'" in test
-    assert test.endswith("python -m pytest")
+    assert test.endswith("python -m pytest && python -m pytest -m slow")
 
 
 def test_ci_runs_the_readme_test_command() -> None:
