@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from envkit.checks import run_checks
+from envkit.checks import CHECKS, run_checks
+from envkit.collect_env import UNREPORTED_CHECKS, looks_like_collect_env, parse_collect_env
 from envkit.detect import detect_all
 from envkit.detect.pyenv import select_interpreter
 from envkit.errors import InputError
@@ -39,14 +41,20 @@ def diagnose(
     return Report.new(facts, run_checks(facts), duration_s=round(time.monotonic() - start, 3))
 
 
-def load_report(path: str) -> Report:
-    """Read a saved ``envkit.report/1`` file; InputError names the file and what is wrong."""
+def _read(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"--from {path}: cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise InputError(f"--from {path}: not a text file") from None
+
+
+def load_report(path: str) -> Report:
+    """Read a saved ``envkit.report/1`` file; InputError names the file and what is wrong."""
+    text = _read(path)
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -58,6 +66,22 @@ def load_report(path: str) -> Report:
 
 
 def diagnose_file(path: str) -> Report:
-    """Run today's checks on the facts of a saved report (from this or another machine)."""
-    saved = load_report(path)
+    """Run today's checks on the facts of a saved report (from this or another machine), or on
+    pasted ``python -m torch.utils.collect_env`` output (``-`` reads standard input)."""
+    text = _read(path)
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        if looks_like_collect_env(text):
+            facts = parse_collect_env(text)
+            # A paste says nothing of /dev/shm, GPU health or NCCL variables: those checks would
+            # only guess, so they are left out.
+            only = [cid for cid in CHECKS if cid not in UNREPORTED_CHECKS]
+            return Report.new(facts, run_checks(facts, only), source=path)
+        raise InputError(
+            f"--from {path}: neither an envkit JSON report nor `python -m torch.utils.collect_env` "
+            f"output (invalid JSON: {exc})",
+            hint="save a report with `envkit doctor --json > report.json`",
+        ) from None
+    saved = report_from_json(data, path)
     return Report.new(saved.facts, run_checks(saved.facts), source=path)

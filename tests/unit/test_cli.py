@@ -81,7 +81,10 @@ def test_from_file_round_trip(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        ("{broken", "envkit: --from {path}: not an envkit report (invalid JSON: "),
+        (
+            "{broken",
+            "envkit: --from {path}: neither an envkit JSON report nor `python -m torch.utils.collect_env` output",
+        ),
         (
             '{"schema": "envkit.report/1", "facts": {"driver": {"version": 5}}}',
             "envkit: {path}: facts.driver.version: expected a version string, got int 5\n",
@@ -233,3 +236,30 @@ def test_resolve_on_this_machine_detects_python() -> None:
     plan = json.loads(proc.stdout)
     assert plan["target"]["described_by"] == "this machine"
     assert plan["target"]["python"] is not None
+
+
+def test_doctor_from_a_pasted_collect_env_on_stdin() -> None:
+    # The facts of pytorch/pytorch#150733 (RTX 5090 D with torch 2.6.0+cu126), as a reply quotes them.
+    paste = "\n".join(
+        "> " + line
+        for line in (
+            "Collecting environment information...",
+            "PyTorch version: 2.6.0+cu126",
+            "Is debug build: False",
+            "CUDA used to build PyTorch: 12.6",
+            "OS: Ubuntu 22.04.5 LTS (x86_64)",
+            "Python version: 3.11.11 (main, Dec 11 2024, 16:28:39) [GCC 11.2.0] (64-bit runtime)",
+            "Python platform: Linux-6.8.0-57-generic-x86_64-with-glibc2.35",
+            "Is CUDA available: True",
+            "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 5090 D",
+            "Nvidia driver version: 570.124.04",
+        )
+    )
+    proc = envkit_cmd("doctor", "--from", "-", "--json", input=paste)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    checks = {c["id"]: c for c in report["checks"]}
+    assert checks["torch.gpu_arch"]["status"] == "fail"
+    assert "sm_120" in checks["torch.gpu_arch"]["summary"]
+    assert "python.shm" not in checks  # a paste says nothing about /dev/shm
+    assert report["source"] == "-"

@@ -156,7 +156,10 @@ def test_from_file_reruns_the_checks(machine: MachineBuilder, tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{not json", "not an envkit report (invalid JSON"),
+        (
+            "{not json",
+            "neither an envkit JSON report nor `python -m torch.utils.collect_env` output (invalid JSON",
+        ),
         ('{"schema": "other/1"}', "schema is 'other/1'"),
         ('{"schema": "envkit.report/1"}', "the report has no 'facts'"),
         (
