@@ -272,6 +272,38 @@ def verify(
     return report.exit_code(strict=strict)
 
 
+@app.command()
+@guarded
+def mirrors(
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the envkit.mirrors/1 JSON on stdout.")
+    ] = False,
+    probe: Annotated[
+        bool, typer.Option("--probe", help="Fetch each mirror's page for the variant and time it.")
+    ] = False,
+    variant: Annotated[
+        str, typer.Option("--variant", help="Wheel variant the torch mirrors must serve (cu121, cpu, …).")
+    ] = "cpu",
+    kind: Annotated[
+        Optional[str], typer.Option("--kind", help="Only torch-wheels, pypi or conda mirrors.")
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per request.", min=0.1)] = 3.0,
+) -> int:
+    """The package indexes and mirrors envkit knows, and (--probe) which ones serve a variant."""
+    from envkit.mirrors import mirror_table
+
+    table = mirror_table(kind=kind, probing=probe, variant=variant, timeout=timeout)
+    if json_out:
+        from envkit.render import render_json
+
+        sys.stdout.write(render_json(table) + "\n")
+    else:
+        from envkit.render import render_mirrors
+
+        render_mirrors(table, stdout)
+    return 0
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="envkit")

@@ -157,3 +157,23 @@ def render_plan(plan: Plan, console: Console, *, explain: bool = False) -> None:
                 console.print(Text(f"  {rejection.candidate}: {rejection.reason}"))
         else:
             console.print(Text("Nothing newer was passed over.", style="dim"))
+
+
+def render_mirrors(table: dict[str, Any], console: Console) -> None:
+    """One line per mirror (kind, name, URL, what it carries), its caveat, and its probe result."""
+    from rich.markup import escape
+
+    for row in table["mirrors"]:
+        carries = ", ".join(row["variants"] or row["channels"]) or "-"
+        line = Text(f"{row['kind']:13s}", style="dim")
+        line.append(f"{row['name']:14s}", style="bold")
+        line.append(f"{row['url']}  ({row['layout']}, {row['region']}; carries {carries})")
+        console.print(line)
+        probe = row.get("probe")
+        if probe is not None:
+            if probe["ok"]:
+                console.print(Text(f"{'':27s}✓ {probe['elapsed_s']:.2f} s", style="green"))
+            else:
+                console.print(Text(f"{'':27s}✗ {escape(str(probe['error']))}", style="red"))
+        if row["caveats"]:
+            console.print(Text(f"{'':27s}{row['caveats']}", style="dim"))

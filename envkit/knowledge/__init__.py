@@ -35,8 +35,11 @@ __all__ = [
     "Knowledge",
     "KnowledgeError",
     "Release",
+    "Row",
     "Toolkit",
     "load_knowledge",
+    "read_table",
+    "table_rows",
     "variant_cuda",
 ]
 
@@ -208,7 +211,7 @@ class Knowledge:
         return next((g for g in self.gpus if g.match.search(name)), None)
 
 
-class _Row:
+class Row:
     """One TOML table, read with errors that name the file, the row and the field."""
 
     def __init__(self, file: str, kind: str, index: int, data: object) -> None:
@@ -282,7 +285,7 @@ class _Row:
         return None if value is None else int(value)
 
 
-def _load(name: str) -> dict[str, Any]:
+def read_table(name: str) -> dict[str, Any]:
     path = DATA_DIR / f"{name}.toml"
     try:
         with path.open("rb") as fh:
@@ -291,14 +294,14 @@ def _load(name: str) -> dict[str, Any]:
         raise KnowledgeError(f"{path.name}: cannot be read: {exc}") from None
 
 
-def _rows(data: dict[str, Any], file: str, kind: str) -> list[_Row]:
+def table_rows(data: dict[str, Any], file: str, kind: str) -> list[Row]:
     items = data.get(kind, [])
     if not isinstance(items, list):
         raise KnowledgeError(f"{file}: [[{kind}]] must be an array of tables")
-    return [_Row(file, kind, i, item) for i, item in enumerate(items)]
+    return [Row(file, kind, i, item) for i, item in enumerate(items)]
 
 
-def _release(row: _Row) -> Release:
+def _release(row: Row) -> Release:
     variants_raw = row.raw("variants", dict, False)
     variants: dict[str, tuple[str, ...]] = {}
     for platform, items in variants_raw.items():
@@ -308,7 +311,7 @@ def _release(row: _Row) -> Release:
             raise row.fail("variants", f"a list of variant names for {platform}")
         variants[platform] = tuple(items)
     conda = row.data.get("conda") or {}
-    conda_row = _Row(row.where, "conda", 0, conda)
+    conda_row = Row(row.where, "conda", 0, conda)
     unlisted = tuple(row.raw("unlisted", list, True) or ())
     release = Release(
         torch=row.version("torch"),
@@ -333,7 +336,7 @@ def _release(row: _Row) -> Release:
     return release
 
 
-def _arch(row: _Row) -> ArchRow:
+def _arch(row: Row) -> ArchRow:
     try:
         spec = SpecifierSet(row.text("torch"))
     except InvalidSpecifier:
@@ -344,7 +347,7 @@ def _arch(row: _Row) -> ArchRow:
     return ArchRow(spec, row.text("variant"), platform, row.ccs("sass"), row.ccs("ptx"), row.text("source"))
 
 
-def _gpu(row: _Row) -> Gpu:
+def _gpu(row: Row) -> Gpu:
     try:
         pattern = re.compile(row.text("match"), re.IGNORECASE)
     except re.error as exc:
@@ -361,8 +364,8 @@ def _gpu(row: _Row) -> Gpu:
 
 
 def _conda(data: dict[str, Any]) -> CondaRoutes:
-    channel = _Row("conda.toml", "pytorch_channel", 0, data.get("pytorch_channel"))
-    forge = _Row("conda.toml", "conda_forge", 0, data.get("conda_forge"))
+    channel = Row("conda.toml", "pytorch_channel", 0, data.get("pytorch_channel"))
+    forge = Row("conda.toml", "conda_forge", 0, data.get("conda_forge"))
     channels = channel.raw("channels", list, False)
     return CondaRoutes(
         pytorch_last_release=channel.version("last_release"),
@@ -373,8 +376,12 @@ def _conda(data: dict[str, Any]) -> CondaRoutes:
         forge_gpu_package=forge.text("gpu_package"),
         forge_cuda_selector=forge.text("cuda_selector"),
         forge_max_cuda=forge.version("max_cuda_version"),
-        forge_releases=tuple(r.version("torch") for r in _rows(data, "conda.toml", "conda_forge_release")),
-        cudatoolkit_versions=tuple(r.version("version") for r in _rows(data, "conda.toml", "cudatoolkit")),
+        forge_releases=tuple(
+            r.version("torch") for r in table_rows(data, "conda.toml", "conda_forge_release")
+        ),
+        cudatoolkit_versions=tuple(
+            r.version("version") for r in table_rows(data, "conda.toml", "cudatoolkit")
+        ),
     )
 
 
@@ -388,7 +395,7 @@ def _driver_rules(data: dict[str, Any]) -> tuple[DriverArchRule, ...]:
             None,
             r.text("source"),
         )
-        for r in _rows(data, "cuda.toml", "deprecation")
+        for r in table_rows(data, "cuda.toml", "deprecation")
     ]
     rules += [
         DriverArchRule(
@@ -399,7 +406,7 @@ def _driver_rules(data: dict[str, Any]) -> tuple[DriverArchRule, ...]:
             r.integer("min_driver_branch"),
             r.text("source"),
         )
-        for r in _rows(data, "cuda.toml", "arch_min_driver")
+        for r in table_rows(data, "cuda.toml", "arch_min_driver")
     ]
     return tuple(rules)
 
@@ -431,15 +438,15 @@ def _cross_check(k: Knowledge) -> None:
 @functools.lru_cache(maxsize=1)
 def load_knowledge() -> Knowledge:
     """Read and validate the knowledge base (once per process)."""
-    releases_data = _load("releases")
-    cuda_data = _load("cuda")
+    releases_data = read_table("releases")
+    cuda_data = read_table("cuda")
     releases = sorted(
-        (_release(r) for r in _rows(releases_data, "releases.toml", "release")),
+        (_release(r) for r in table_rows(releases_data, "releases.toml", "release")),
         key=lambda r: r.torch,
         reverse=True,
     )
     toolkits = {}
-    for row in _rows(cuda_data, "cuda.toml", "toolkit"):
+    for row in table_rows(cuda_data, "cuda.toml", "toolkit"):
         tk = Toolkit(
             row.version("cuda"),
             row.version("linux_driver"),
@@ -448,7 +455,7 @@ def load_knowledge() -> Knowledge:
         )
         toolkits[f"{tk.cuda.major}.{tk.cuda.minor}"] = tk
     families = {}
-    for row in _rows(cuda_data, "cuda.toml", "family"):
+    for row in table_rows(cuda_data, "cuda.toml", "family"):
         major = row.integer("major")
         assert major is not None
         families[major] = CudaFamily(
@@ -459,12 +466,12 @@ def load_knowledge() -> Knowledge:
         )
     knowledge = Knowledge(
         releases=tuple(releases),
-        arch=tuple(_arch(r) for r in _rows(_load("arch"), "arch.toml", "arch")),
+        arch=tuple(_arch(r) for r in table_rows(read_table("arch"), "arch.toml", "arch")),
         toolkits=toolkits,
         families=families,
         driver_rules=_driver_rules(cuda_data),
-        gpus=tuple(_gpu(r) for r in _rows(_load("gpus"), "gpus.toml", "gpu")),
-        conda=_conda(_load("conda")),
+        gpus=tuple(_gpu(r) for r in table_rows(read_table("gpus"), "gpus.toml", "gpu")),
+        conda=_conda(read_table("conda")),
     )
     _cross_check(knowledge)
     return knowledge

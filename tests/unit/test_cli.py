@@ -263,3 +263,35 @@ def test_doctor_from_a_pasted_collect_env_on_stdin() -> None:
     assert "sm_120" in checks["torch.gpu_arch"]["summary"]
     assert "python.shm" not in checks  # a paste says nothing about /dev/shm
     assert report["source"] == "-"
+
+
+# envkit mirrors -----------------------------------------------------------------------------------
+
+
+def test_mirrors_json_lists_the_table() -> None:
+    result = runner.invoke(cli.app, ["mirrors", "--json", "--kind", "torch-wheels"])
+    assert result.exit_code == 0, result.stderr
+    table = json.loads(result.stdout)
+    assert table["schema"] == "envkit.mirrors/1"
+    names = [m["name"] for m in table["mirrors"]]
+    assert names[0] == "pytorch"
+    assert {"sjtu", "nju", "aliyun"} <= set(names)
+    assert all(m["kind"] == "torch-wheels" for m in table["mirrors"])
+
+
+def test_mirrors_probe_offline_fails_fast() -> None:
+    # Unreachable here (no DNS, no route): every probe fails fast with its reason, never a hang.
+    import time
+
+    start = time.monotonic()
+    result = runner.invoke(cli.app, ["mirrors", "--probe", "--json", "--kind", "pypi", "--timeout", "0.5"])
+    assert time.monotonic() - start < 5
+    table = json.loads(result.stdout)
+    assert table["variant"] == "cpu"
+    assert all("probe" in m for m in table["mirrors"])
+
+
+def test_mirrors_bad_kind_is_exit_2() -> None:
+    result = runner.invoke(cli.app, ["mirrors", "--kind", "npm"])
+    assert result.exit_code == EXIT_USAGE
+    assert result.stderr.startswith("envkit: --kind 'npm': one of torch-wheels, pypi, conda")
