@@ -304,6 +304,56 @@ def mirrors(
     return 0
 
 
+@app.command()
+@guarded
+def preflight(
+    expect: Annotated[
+        Optional[str], typer.Option("--expect", help="TOML file of what this node must look like.")
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the envkit.report/1 JSON on stdout.")
+    ] = False,
+    junit: Annotated[
+        Optional[str], typer.Option("--junit", help="Also write JUnit XML to this file.")
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", help="Hard budget in seconds (Slurm kills health checks at 60).", min=1),
+    ] = 30.0,
+    verify_checks: Annotated[
+        Optional[str],
+        typer.Option("--verify", help="Also run these verify checks: device,compile,amp,dist,perf."),
+    ] = None,
+    python: Annotated[Optional[str], typer.Option("--python", help="Check this interpreter.")] = None,
+    env: Annotated[Optional[str], typer.Option("--env", help="Check the environment of this name.")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
+) -> int:
+    """The cluster-provisioning gate: exit 0 healthy, 1 unhealthy (a one-line reason), 2 could not check."""
+    from envkit.preflight import Watchdog, drain_reason, exit_unanswered
+    from envkit.preflight import preflight as run_preflight
+    from envkit.system import System
+
+    checks = tuple(c.strip().removeprefix("verify.") for c in (verify_checks or "").split(",") if c.strip())
+    # The watchdog answers if anything below gets stuck past the budget (a C call holding the GIL).
+    with Watchdog(timeout + 5.0, exit_unanswered(timeout + 5.0)):
+        report = run_preflight(
+            System(), expect_path=expect, verify_checks=checks, python=python, env_name=env, timeout=timeout
+        )
+    if junit:
+        from envkit.junit import write_junit
+
+        write_junit(report, junit, name="envkit.preflight", strict=strict)
+    if json_out:
+        from envkit.render import render_json
+
+        sys.stdout.write(render_json(report.to_json(strict=strict)) + "\n")
+    code = report.exit_code(strict=strict)
+    if code:
+        reason = drain_reason(report) or "envkit: warnings (--strict)"
+        sys.stderr.write(reason + "\n")
+    return code
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="envkit")

@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "ProbeSpec",
     "parse_checks",
+    "probe_specs",
     "run_probes",
     "verify",
 ]
@@ -92,7 +93,7 @@ def _budget(system: System, check: str) -> float:
     return CHECK_TIMEOUTS[check] if remaining is None else min(CHECK_TIMEOUTS[check], remaining)
 
 
-def _specs(system: System, facts: Facts, checks: Sequence[str], cache_dir: str) -> list[ProbeSpec]:
+def probe_specs(system: System, facts: Facts, checks: Sequence[str], cache_dir: str) -> list[ProbeSpec]:
     env = dict(system.env)
     # A fresh inductor / Triton cache: the first compile is cold, the second one warm.
     compile_env = {
@@ -138,7 +139,7 @@ def verify(
     facts = detect_for_plan(system, interp)
     cache_dir = tempfile.mkdtemp(prefix="envkit-verify-")
     try:
-        specs = _specs(system, facts, checks, cache_dir)
+        specs = probe_specs(system, facts, checks, cache_dir)
         outcomes = run_probes(
             system, interp.path, [s for s in specs if s.check not in ALONE], system.deadline
         )
