@@ -14,9 +14,10 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -74,6 +75,7 @@ class Runner(Protocol):
         timeout: float,
         env: Optional[Mapping[str, str]] = None,
         cwd: Optional[str] = None,
+        on_line: Optional[Callable[[str], None]] = None,
     ) -> ProcResult: ...
 
 
@@ -83,6 +85,7 @@ def run(
     timeout: float,
     env: Optional[Mapping[str, str]] = None,
     cwd: Optional[str] = None,
+    on_line: Optional[Callable[[str], None]] = None,
 ) -> ProcResult:
     """Run ``argv`` to completion or until ``timeout`` seconds pass, whichever comes first.
 
@@ -91,12 +94,16 @@ def run(
         timeout: seconds before the child's process group is terminated, then killed.
         env: the child's whole environment; ``None`` inherits envkit's.
         cwd: the child's working directory.
+        on_line: when given, stderr is merged into stdout and each line is passed to it as it
+            arrives (an installer's live progress); ``stdout`` still holds the whole output.
 
     Returns:
         A ProcResult; it never raises for a missing program, an OSError or a timeout.
     """
     args = tuple(argv)
     start = time.monotonic()
+    if on_line is not None:
+        return _run_streaming(args, timeout, env, cwd, on_line, start)
     try:
         proc = subprocess.Popen(
             args,
@@ -132,6 +139,70 @@ def run(
         returncode=None if timed_out else proc.returncode,
         stdout=_decode(out),
         stderr=_decode(err),
+        duration_s=time.monotonic() - start,
+        timed_out=timed_out,
+    )
+
+
+def _run_streaming(
+    args: tuple[str, ...],
+    timeout: float,
+    env: Optional[Mapping[str, str]],
+    cwd: Optional[str],
+    on_line: Callable[[str], None],
+    start: float,
+) -> ProcResult:
+    try:
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        error = {FileNotFoundError: "not found", PermissionError: "permission denied"}.get(
+            type(exc), str(exc)
+        )
+        return ProcResult(args, None, "", "", time.monotonic() - start, error=error)
+    lines: list[str] = []
+    assert proc.stdout is not None
+    stream = proc.stdout
+
+    def read() -> None:
+        for raw in iter(stream.readline, b""):
+            line = _decode(raw).rstrip("\r\n")
+            lines.append(line)
+            on_line(line)
+
+    reader = threading.Thread(target=read, name="envkit-stream", daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=max(timeout, 0.0))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=TERM_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+    except BaseException:  # Ctrl-C: the installer must not outlive us
+        _kill_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    finally:
+        _kill_group(proc.pid, signal.SIGKILL)
+        reader.join(timeout=2.0)
+        stream.close()
+    return ProcResult(
+        argv=args,
+        returncode=None if timed_out else proc.returncode,
+        stdout="\n".join(lines) + ("\n" if lines else ""),
+        stderr="",
         duration_s=time.monotonic() - start,
         timed_out=timed_out,
     )

@@ -126,3 +126,28 @@ def test_tail_prefers_stderr() -> None:
         timeout=10,
     )
     assert result.tail(3) == "17\n18\n19"
+
+
+def test_streaming_passes_each_line_as_it_arrives() -> None:
+    seen: list[tuple[float, str]] = []
+    start = time.monotonic()
+    code = "import sys, time\nprint('first', flush=True)\ntime.sleep(0.5)\nprint('second', file=sys.stderr, flush=True)\n"
+    result = run(
+        [PY, "-c", code], timeout=10, on_line=lambda line: seen.append((time.monotonic() - start, line))
+    )
+    assert result.ok
+    assert [line for _t, line in seen] == ["first", "second"]
+    assert seen[1][0] - seen[0][0] >= 0.4  # live: the first line came before the second was printed
+    assert result.stdout == "first\nsecond\n"
+
+
+def test_streaming_timeout_and_missing_program() -> None:
+    lines: list[str] = []
+    result = run(
+        [PY, "-c", "import time; print('working', flush=True); time.sleep(30)"],
+        timeout=0.5,
+        on_line=lines.append,
+    )
+    assert result.timed_out
+    assert lines == ["working"]
+    assert run(["/nonexistent/installer"], timeout=1, on_line=lines.append).error == "not found"
