@@ -354,6 +354,62 @@ def preflight(
     return code
 
 
+@app.command()
+@guarded
+def fleet(
+    reports: Annotated[
+        list[str], typer.Argument(help="Per-node envkit.report/1 JSON files, or folders of them.")
+    ],
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the envkit.fleet/1 JSON on stdout.")
+    ] = False,
+    html: Annotated[
+        Optional[str], typer.Option("--html", help="Also write a self-contained HTML page.")
+    ] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Any deviation fails too (exit 1).")] = False,
+) -> int:
+    """Many nodes' reports side by side: the fleet's majority, the odd nodes out, failing checks."""
+    from envkit.fleet import load_fleet
+
+    fleet_view = load_fleet(reports)
+    if html:
+        from envkit._files import write_atomic
+        from envkit.fleet_html import render_html
+
+        write_atomic(html, render_html(fleet_view, strict=strict))
+    if json_out:
+        from envkit.render import render_json
+
+        sys.stdout.write(render_json(fleet_view.to_json(strict=strict)) + "\n")
+    else:
+        from envkit.render_fleet import render_fleet
+
+        render_fleet(fleet_view, stdout, strict=strict)
+    return fleet_view.exit_code(strict=strict)
+
+
+@app.command()
+@guarded
+def diff(
+    a: Annotated[str, typer.Argument(help="The report of the machine where it works.")],
+    b: Annotated[str, typer.Argument(help="The report of the machine where it does not.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the envkit.diff/1 JSON on stdout.")] = False,
+) -> int:
+    """Why the same code works on one machine and not the other: the differing facts, worst first."""
+    from envkit.diff import diff_files
+
+    difference = diff_files(a, b)
+    if json_out:
+        from envkit.render import render_json
+
+        sys.stdout.write(render_json(difference.to_json()) + "\n")
+    else:
+        from envkit.render_fleet import render_diff
+
+        render_diff(difference, stdout)
+    return 0
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="envkit")

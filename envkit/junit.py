@@ -7,12 +7,10 @@ with --strict), pass -> a plain case. Jenkins, GitLab and GitHub test reporters 
 
 from __future__ import annotations
 
-import os
-import tempfile
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envkit._files import write_atomic
 from envkit.report import Status
 
 if TYPE_CHECKING:
@@ -51,14 +49,4 @@ def junit_xml(report: Report, *, name: str = "envkit", strict: bool = False) -> 
 
 
 def write_junit(report: Report, path: str, *, name: str = "envkit", strict: bool = False) -> None:
-    """Write atomically: a temporary file in the same folder, then a rename."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(junit_xml(report, name=name, strict=strict))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, junit_xml(report, name=name, strict=strict))

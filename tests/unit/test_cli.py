@@ -295,3 +295,66 @@ def test_mirrors_bad_kind_is_exit_2() -> None:
     result = runner.invoke(cli.app, ["mirrors", "--kind", "npm"])
     assert result.exit_code == EXIT_USAGE
     assert result.stderr.startswith("envkit: --kind 'npm': one of torch-wheels, pypi, conda")
+
+
+# envkit fleet / diff -------------------------------------------------------------------------------
+
+
+def _node_report(tmp_path: Path, host: str, **facts_changes: object) -> Path:
+    from envkit.checks import run_checks
+    from envkit.facts import DriverFacts, Facts, GpuFacts, HostFacts
+    from envkit.report import Report
+    from envkit.versions import ComputeCapability, NvVersion
+
+    facts = Facts(
+        host=HostFacts(hostname=host, shm_bytes=32 * 1024**3),
+        driver=DriverFacts(version=NvVersion("550.54.15"), source="nvml"),
+        gpus=tuple(
+            GpuFacts(index=i, name="NVIDIA H100 80GB HBM3", compute_capability=ComputeCapability(9, 0))
+            for i in range(8)
+        ),
+    )
+    import dataclasses
+
+    facts = dataclasses.replace(facts, **facts_changes)  # type: ignore[arg-type]
+    path = tmp_path / f"{host}.json"
+    path.write_text(json.dumps(Report.new(facts, run_checks(facts)).to_json()))
+    return path
+
+
+def test_fleet_flags_the_odd_node_and_writes_html(tmp_path: Path) -> None:
+    from envkit.facts import DriverFacts
+    from envkit.versions import NvVersion
+
+    for i in range(4):
+        _node_report(tmp_path, f"gpu-{i}")
+    _node_report(tmp_path, "gpu-9", driver=DriverFacts(version=NvVersion("535.104.05"), source="nvml"))
+    html = tmp_path / "out" / "fleet.html"
+    result = runner.invoke(cli.app, ["fleet", str(tmp_path), "--json", "--html", str(html)])
+    fleet = json.loads(result.stdout)
+    assert fleet["schema"] == "envkit.fleet/1"
+    assert [d["node"] for d in fleet["deviations"]] == ["gpu-9"]
+    assert "gpu-9" in html.read_text() and html.stat().st_mode & 0o044  # readable by others, like any report
+    strict = runner.invoke(cli.app, ["fleet", str(tmp_path), "--strict"])
+    assert strict.exit_code == 1
+
+
+def test_fleet_with_a_malformed_report_is_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    result = runner.invoke(cli.app, ["fleet", str(bad)])
+    assert result.exit_code == EXIT_USAGE
+    assert str(bad) in result.stderr
+
+
+def test_diff_puts_the_driver_first(tmp_path: Path) -> None:
+    from envkit.facts import DriverFacts
+    from envkit.versions import NvVersion
+
+    a = _node_report(tmp_path, "works")
+    b = _node_report(tmp_path, "fails", driver=DriverFacts(version=NvVersion("535.104.05"), source="nvml"))
+    result = runner.invoke(cli.app, ["diff", str(a), str(b), "--json"])
+    assert result.exit_code == 0
+    diff = json.loads(result.stdout)
+    assert diff["schema"] == "envkit.diff/1"
+    assert diff["differences"][0]["key"] == "driver.version"

@@ -1,0 +1,405 @@
+"""A machine's comparable facts: one text value per key, with how much a difference in it matters.
+
+``envkit diff`` compares two machines' fingerprints and ``envkit fleet`` compares the fleet keys of
+many, so each key's meaning, rank and "why it matters" line is written once, here. Values are text
+compared for equality only (never for order: that is what ``Version`` is for); ``None`` means not
+found. Readings that change from minute to minute (temperatures, power, error counters, the PCIe
+generation an idle GPU drops to) are left out: they would make every pair of machines differ.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Final, Optional
+
+from envkit.report import Status
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from envkit.facts import Facts, GpuFacts
+    from envkit.versions import Version
+
+__all__ = ["ASPECTS", "DEEP_KEYS", "TIERS", "Aspect", "aspect", "fingerprint", "order", "show"]
+
+# Rank 1 matters most: what the same code is most likely to trip over when it moves machines.
+TIERS: Final = {
+    1: "driver, GPUs and torch build",
+    2: "libraries",
+    3: "CUDA toolkits",
+    4: "Python",
+    5: "environment variables",
+    6: "host",
+    7: "paths",
+}
+
+
+@dataclass(frozen=True)
+class Aspect:
+    """What a key means: a short label, its rank (a TIERS key) and why a difference matters."""
+
+    key: str
+    label: str
+    tier: int
+    why: str
+    # How envkit fleet treats a node that differs from the rest: None (not compared), WARN, or FAIL
+    # where the node cannot run the same job shape as the others.
+    fleet: Optional[Status] = None
+    # What a missing value is called.
+    absent: str = "not found"
+
+
+Extract = Callable[["Facts"], Optional[str]]
+
+
+def _s(value: object) -> Optional[str]:
+    return None if value is None else str(value)
+
+
+def _tally(values: Iterable[str]) -> Optional[str]:
+    """ "8 × A" when every GPU agrees, "7 × A + 1 × B" when they do not; None when there are none."""
+    counts = Counter(values)
+    if not counts:
+        return None
+    return " + ".join(f"{n} × {v}" for v, n in sorted(counts.items()))
+
+
+def _release3(version: Optional[Version]) -> Optional[str]:
+    # A wheel says 2.21.5 or 9.1.0.70, torch.cuda.nccl.version() 2.21.5 and cuDNN's integer 9.1.0:
+    # three parts make nodes that ran --deep and nodes that did not comparable.
+    return None if version is None else ".".join(str(p) for p in version.release[:3])
+
+
+def _wheel(facts: Facts, family: str) -> Optional[Version]:
+    dist = facts.torch.wheel_lib(family)
+    return None if dist is None else dist.version
+
+
+def _conda(facts: Facts, name: str) -> Optional[Version]:
+    return next((p.version for p in facts.torch.conda_packages if p.name == name), None)
+
+
+def _nccl(facts: Facts) -> Optional[str]:
+    # What torch reported loading is the truth; the wheel or conda package is what it would load.
+    deep = facts.torch.deep
+    if deep is not None and deep.nccl is not None:
+        return _release3(deep.nccl)
+    return _release3(_wheel(facts, "nccl") or _conda(facts, "nccl"))
+
+
+def _cudnn(facts: Facts) -> Optional[str]:
+    deep = facts.torch.deep
+    if deep is not None and deep.cudnn:
+        # cudnn.h: cuDNN 9 encodes MAJOR*10000 + MINOR*100 + PATCH, cuDNN 8 MAJOR*1000 + MINOR*100 + PATCH.
+        v = deep.cudnn
+        major, rest = divmod(v, 10000) if v >= 90000 else divmod(v, 1000)
+        return f"{major}.{rest // 100}.{rest % 100}"
+    return _release3(_wheel(facts, "cudnn") or _conda(facts, "cudnn"))
+
+
+def _triton(facts: Facts) -> Optional[str]:
+    names = ("triton", "pytorch-triton", "pytorch-triton-rocm")
+    found = sorted({str(d.version) for d in facts.torch.distributions if d.name in names and d.version})
+    return ", ".join(found) or _s(_conda(facts, "triton"))
+
+
+def _gpus(facts: Facts, describe: Callable[[GpuFacts], Optional[str]]) -> Optional[str]:
+    return _tally(v for v in (describe(g) for g in facts.gpus) if v is not None)
+
+
+def _models(facts: Facts) -> Optional[str]:
+    # Model(s) without counts: a node with 7 of 8 GPUs differs in gpu.count, not in gpu.model too.
+    return " + ".join(sorted({g.name for g in facts.gpus if g.name})) or None
+
+
+def _arch(facts: Facts) -> Optional[str]:
+    return ", ".join(sorted({g.compute_capability.sm for g in facts.gpus if g.compute_capability})) or None
+
+
+def _mig(facts: Facts) -> Optional[str]:
+    known = [g.mig_enabled for g in facts.gpus if g.mig_enabled is not None]
+    if not known:
+        return None
+    on = sum(known)
+    if not on:
+        return "off"
+    return "on" if on == len(facts.gpus) else f"on for {on} of {len(facts.gpus)} GPUs"
+
+
+def _pcie(g: GpuFacts) -> Optional[str]:
+    # The current generation is left out: idle GPUs drop to gen 1 to save power (NVML docs).
+    if g.pcie_width is None:
+        return None
+    return f"gen{g.pcie_gen_max or '?'} x{g.pcie_width}" + (
+        f" (of x{g.pcie_width_max})" if g.pcie_width_max and g.pcie_width_max != g.pcie_width else ""
+    )
+
+
+def _nvcc(facts: Facts, *, on_path: bool) -> Optional[str]:
+    kits = [t for t in facts.toolkits if t.on_path] if on_path else list(facts.toolkits)
+    return ", ".join(sorted({str(t.version or "?") for t in kits})) or None
+
+
+def _deep(field: str) -> Extract:
+    def extract(facts: Facts) -> Optional[str]:
+        value = None if facts.torch.deep is None else getattr(facts.torch.deep, field)
+        return _plain(value)
+
+    return extract
+
+
+def _py(field: str) -> Extract:
+    def extract(facts: Facts) -> Optional[str]:
+        return None if facts.python is None else _plain(getattr(facts.python, field))
+
+    return extract
+
+
+def _plain(value: object) -> Optional[str]:
+    if isinstance(value, bool):
+        return _yes_no(value)
+    if isinstance(value, tuple):
+        return " ".join(str(v) for v in value) or None
+    return _s(value)
+
+
+def _memory(g: GpuFacts) -> Optional[str]:
+    return None if g.memory_total_mib is None else f"{g.memory_total_mib} MiB"
+
+
+def _shm(facts: Facts) -> Optional[str]:
+    return None if facts.host.shm_bytes is None else f"{facts.host.shm_bytes / 2**30:.1f} GiB"
+
+
+def _module_loaded(facts: Facts) -> Optional[str]:
+    return _yes_no(facts.host.nvidia_module_loaded)
+
+
+def _pci_devices(facts: Facts) -> Optional[str]:
+    # None when the list is empty: a pasted collect_env has no PCI listing, which is not "0 GPUs".
+    return str(len(facts.host.nvidia_pci_devices)) if facts.host.nvidia_pci_devices else None
+
+
+def _ecc(facts: Facts) -> Optional[str]:
+    return _gpus(facts, lambda g: _yes_no(g.ecc_enabled))
+
+
+def _persistence(facts: Facts) -> Optional[str]:
+    return _gpus(facts, lambda g: _yes_no(g.persistence_mode))
+
+
+def _roots(facts: Facts) -> Optional[str]:
+    return ", ".join(sorted({t.root or t.nvcc for t in facts.toolkits})) or None
+
+
+def _interfaces(facts: Facts) -> Optional[str]:
+    return ", ".join(sorted(i.name + ("" if i.up else " (down)") for i in facts.host.interfaces)) or None
+
+
+def _yes_no(value: Optional[bool]) -> Optional[str]:
+    return None if value is None else ("yes" if value else "no")
+
+
+def _row(
+    key: str, label: str, tier: int, fleet: str, extract: Extract, why: str, absent: str = "not found"
+) -> tuple[Aspect, Extract]:
+    return Aspect(key, label, tier, why, Status(fleet) if fleet else None, absent), extract
+
+
+# fmt: off
+_STATIC: Final[tuple[tuple[Aspect, Extract], ...]] = (
+    _row("driver.version", "NVIDIA driver", 1, "warn", lambda f: _s(f.driver.version),
+         "the driver decides which CUDA builds run: each CUDA release needs a minimum driver"),
+    _row("driver.cuda_version", "driver's CUDA", 1, "", lambda f: _s(f.driver.cuda_version),
+         "the newest CUDA the driver runs; a torch built for a newer CUDA cannot initialise"),
+    _row("driver.module_loaded", "nvidia module loaded", 1, "", _module_loaded,
+         "without the nvidia kernel module no GPU is usable"),
+    _row("gpu.count", "GPU count", 1, "fail", lambda f: str(len(f.gpus)),
+         "jobs sized for N GPUs a node (torchrun --nproc-per-node) fail or hang with fewer; "
+         "a missing GPU has usually fallen off the bus"),
+    _row("gpu.model", "GPU model", 1, "fail", _models,
+         "another GPU means another architecture, memory size and speed"),
+    _row("gpu.arch", "GPU architecture", 1, "", _arch,
+         "torch runs only on architectures its build has kernels for (else 'no kernel image is available')"),
+    _row("gpu.memory", "GPU memory", 1, "", lambda f: _gpus(f, _memory),
+         "a batch that fits one GPU runs out of memory on a smaller one"),
+    _row("gpu.mig", "MIG mode", 1, "fail", _mig,
+         "with MIG on, CUDA sees GPU slices instead of whole GPUs"),
+    _row("torch.version", "torch build", 1, "warn", lambda f: _s(f.torch.version),
+         "the torch build: its version and local label (+cu124) fix the CUDA runtime and kernels it ships"),
+    _row("torch.cuda", "torch's CUDA", 1, "warn", lambda f: _s(f.torch.cuda),
+         "the CUDA torch was built with; the driver must support it", "none (CPU build or no torch)"),
+    _row("torch.hip", "torch's ROCm", 1, "", lambda f: f.torch.hip,
+         "a ROCm build of torch cannot use NVIDIA GPUs", "none"),
+    _row("torch.cuda_available", "torch.cuda.is_available()", 1, "", _deep("cuda_available"),
+         "whether torch could use a GPU at all"),
+    _row("torch.device_count", "GPUs torch sees", 1, "", _deep("device_count"),
+         "what torch sees after CUDA_VISIBLE_DEVICES and MIG"),
+    _row("torch.arch_list", "torch's compiled archs", 1, "", _deep("arch_list"),
+         "the GPU architectures compiled into this torch build"),
+    _row("cudnn.version", "cuDNN", 2, "warn", _cudnn,
+         "convolutions and attention run cuDNN kernels; versions differ in speed, support and bugs"),
+    _row("nccl.version", "NCCL", 2, "warn", _nccl,
+         "multi-GPU collectives run on NCCL; every rank of a job should use one version"),
+    _row("triton.version", "triton", 2, "warn", _triton,
+         "torch.compile generates its GPU kernels with triton", "not installed"),
+    _row("toolkit.nvcc", "nvcc on PATH", 3, "warn", lambda f: _nvcc(f, on_path=True),
+         "extensions build with the nvcc on PATH; its CUDA must match torch's"),
+    _row("toolkit.all", "CUDA toolkits", 3, "", lambda f: _nvcc(f, on_path=False),
+         "another installed toolkit can be picked up through CUDA_HOME"),
+    _row("python.version", "Python", 4, "warn", _py("version"),
+         "wheels and C extensions are built for one Python version"),
+    _row("python.implementation", "Python implementation", 4, "", _py("implementation"),
+         "torch wheels exist for CPython only"),
+    _row("python.platform", "platform", 4, "", _py("platform"),
+         "wheels are built per OS and CPU architecture"),
+    _row("python.glibc", "glibc", 4, "", _py("glibc"),
+         "manylinux wheels need a minimum glibc"),
+    _row("python.kind", "environment kind", 4, "", _py("kind"),
+         "conda and pip environments bring CUDA libraries differently"),
+    _row("python.has_python_h", "Python.h", 4, "", _py("has_python_h"),
+         "torch.compile and extension builds compile C against Python.h"),
+    _row("host.os", "OS", 6, "warn", lambda f: f.host.os,
+         "system libraries and the driver's packaging differ between distributions"),
+    _row("host.kernel", "Linux kernel", 6, "warn", lambda f: f.host.kernel,
+         "the nvidia module is built for one kernel; a kernel update without a rebuilt module breaks "
+         "the driver"),
+    _row("host.arch", "CPU architecture", 6, "", lambda f: f.host.arch,
+         "x86_64 and aarch64 need different wheels"),
+    _row("host.wsl", "WSL", 6, "", lambda f: _yes_no(f.host.wsl),
+         "under WSL2 the Windows driver serves CUDA through /usr/lib/wsl/lib"),
+    _row("driver.kernel_module", "kernel module", 6, "", lambda f: f.driver.kernel_module,
+         "open and proprietary kernel modules support different GPUs and features"),
+    _row("host.nvidia_pci_devices", "NVIDIA PCI devices", 6, "", _pci_devices,
+         "a GPU on the PCI bus that the driver does not list has fallen off the bus or is not bound"),
+    _row("host.shm", "/dev/shm", 6, "", _shm,
+         "DataLoader workers and NCCL pass tensors through /dev/shm; too small and they crash"),
+    _row("host.interfaces", "network interfaces", 6, "", _interfaces,
+         "NCCL and gloo choose interfaces by name; a missing or down one hangs init"),
+    _row("gpu.pcie", "PCIe link", 6, "", lambda f: _gpus(f, _pcie),
+         "a GPU on a narrower or slower link moves data more slowly"),
+    _row("gpu.ecc", "ECC", 6, "", _ecc,
+         "ECC on or off changes usable memory and how memory errors surface"),
+    _row("gpu.persistence", "persistence mode", 6, "", _persistence,
+         "without it every CUDA start re-initialises the GPUs"),
+    _row("python.executable", "interpreter", 7, "", _py("executable"),
+         "another interpreter is another environment"),
+    _row("python.prefix", "environment prefix", 7, "", _py("prefix"),
+         "where packages are installed"),
+    _row("python.env_name", "environment name", 7, "", _py("env_name"),
+         "which named environment was inspected"),
+    _row("torch.location", "torch location", 7, "", lambda f: f.torch.location,
+         "which copy of torch imports"),
+    _row("toolkit.roots", "toolkit folders", 7, "", _roots,
+         "where CUDA headers and libraries for builds come from"),
+)
+# fmt: on
+
+ASPECTS: Final = {a.key: a for a, _ in _STATIC}
+_POSITION: Final = {key: i for i, key in enumerate(ASPECTS)}
+# Only measured when torch was imported (--deep): absent on one side is "not measured", not "differs".
+DEEP_KEYS: Final = frozenset({"torch.cuda_available", "torch.device_count", "torch.arch_list"})
+# Wheels with a key of their own above.
+_COVERED: Final = ("torch", "triton", "pytorch-triton", "pytorch-triton-rocm")
+# Set afresh for every job or rank: they always differ and explain nothing.
+_PER_RUN: Final = frozenset({"SLURM_JOB_ID", "RANK", "LOCAL_RANK", "MASTER_PORT"})
+# Variables that only name places: ranked with the paths.
+_PATH_VARS: Final = frozenset(
+    {"PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "TRITON_CACHE_DIR"}
+)
+_ENV_ORDER: Final = ("LD_PRELOAD", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_", "NCCL_", "TORCH_NCCL_")
+
+
+def _dynamic(facts: Facts) -> dict[str, Optional[str]]:
+    values: dict[str, Optional[str]] = {}
+    versions: dict[str, set[str]] = {}
+    for dist in facts.torch.distributions:
+        name = dist.name.lower().replace("_", "-")
+        if name in _COVERED or name.startswith(("nvidia-cudnn", "nvidia-nccl")):
+            continue
+        versions.setdefault(name, set()).add(str(dist.version or "?"))
+    for name, found in versions.items():
+        values[f"wheel.{name}"] = ", ".join(sorted(found))
+    for pkg in facts.torch.conda_packages:
+        values[f"conda.{pkg.name}"] = f"{pkg.version or '?'} {pkg.build}".strip()
+    libs: dict[str, set[str]] = {}
+    for lib in facts.host.cuda_libs:
+        libs.setdefault(lib.family, set()).add(f"{lib.version or '?'} ({lib.source})")
+    for family, found in libs.items():
+        values[f"syslib.{family}"] = ", ".join(sorted(found))
+    for name, value in facts.host.env.items():
+        if name not in _PER_RUN:
+            values[f"env.{name}"] = value
+    return values
+
+
+def fingerprint(facts: Facts) -> dict[str, Optional[str]]:
+    """Every comparable fact of one machine; the host name is left out (it always differs).
+
+    Deep keys are present only when torch was imported (``--deep``); installed wheels, conda
+    packages, CUDA libraries outside the wheels and environment variables only when present.
+    """
+    values = {a.key: get(facts) for a, get in _STATIC if a.key not in DEEP_KEYS or facts.torch.deep}
+    values.update(_dynamic(facts))
+    return values
+
+
+def aspect(key: str) -> Aspect:
+    """What ``key`` means, for the fixed keys and the families (wheel.*, conda.*, syslib.*, env.*)."""
+    if key in ASPECTS:
+        return ASPECTS[key]
+    family, _, name = key.partition(".")
+    if family == "wheel":
+        why = "a package built against, or pinned to, one torch release"
+        if name.startswith("nvidia-"):
+            why = "a CUDA library wheel torch loads at run time"
+        return Aspect(key, name, 2, why, absent="not installed")
+    if family == "conda":
+        return Aspect(
+            key, f"conda {name}", 2, "a conda package of the torch / CUDA stack", absent="not installed"
+        )
+    if family == "syslib":
+        why = "a CUDA library outside the torch wheel; the loader can pick it before the wheel's own copy"
+        return Aspect(key, f"system lib{name}", 2, why, absent="none")
+    return Aspect(key, name, 7 if name in _PATH_VARS else 5, _env_why(name), absent="unset")
+
+
+def _env_why(name: str) -> str:
+    if name in _PATH_VARS:
+        return "which programs and environment the process finds first"
+    if name == "PYTHONPATH":
+        return "searched before site-packages: another copy of torch or a library can import"
+    if name == "LD_PRELOAD":
+        return "forces a library to load first, ahead of torch's own CUDA libraries"
+    if name == "LD_LIBRARY_PATH":
+        return "searched before the wheel's own CUDA libraries: another cuDNN or NCCL can load"
+    if name == "CUDA_VISIBLE_DEVICES":
+        return "which GPUs CUDA sees, and in what order"
+    if name in ("CUDA_HOME", "CUDA_PATH"):
+        return "which CUDA toolkit extension builds and triton use"
+    if name.startswith("CUDA_"):
+        return "read by the CUDA runtime or driver at start"
+    if name.startswith("NCCL_"):
+        return "read by NCCL at init: network interfaces, transports, timeouts"
+    if name.startswith(("TORCH_NCCL_", "TORCH_", "PYTORCH_")):
+        return "a torch run-time switch"
+    return "set for the inspected process"
+
+
+def order(key: str) -> tuple[int, int, str]:
+    """Sort key: rank first, then the order of the table above (dynamic keys after fixed ones)."""
+    a = aspect(key)
+    if key in _POSITION:
+        return (a.tier, _POSITION[key], key)
+    family, _, name = key.partition(".")
+    if family == "env":
+        sub = next((i for i, p in enumerate(_ENV_ORDER) if name.startswith(p)), len(_ENV_ORDER))
+    else:
+        sub = {"wheel": 0 if name.startswith("nvidia-") else 1, "syslib": 2, "conda": 3}.get(family, 4)
+    return (a.tier, len(_POSITION) + sub, key)
+
+
+def show(key: str, value: Optional[str]) -> str:
+    """The value as people read it: ``None`` becomes "unset", "not installed", "not found", …"""
+    return aspect(key).absent if value is None else value
