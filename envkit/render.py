@@ -12,6 +12,8 @@ from envkit.checks._common import and_list, plural
 from envkit.report import CheckResult, Report, Status
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from envkit.resolve import Plan
 
 if TYPE_CHECKING:
@@ -177,3 +179,12 @@ def render_mirrors(table: dict[str, Any], console: Console) -> None:
                 console.print(Text(f"{'':27s}✗ {escape(str(probe['error']))}", style="red"))
         if row["caveats"]:
             console.print(Text(f"{'':27s}{row['caveats']}", style="dim"))
+
+
+def render_checks(checks: Sequence[CheckResult], console: Console, *, title: str) -> None:
+    """A flat list of check results (e.g. ``envkit spec --check``), each with its fix."""
+    encoding = (console.encoding or "").lower()
+    glyphs = GLYPHS if encoding.startswith("utf") else ASCII_GLYPHS
+    console.print(Text(title, style="bold"))
+    for result in checks:
+        console.print(_result(result, False, glyphs))

@@ -485,14 +485,12 @@ def _conda_spec(k: Knowledge, chosen: _Candidate, python: Optional[Version]) -> 
         ]
         deps.append(f"pytorch-cuda={cuda}" if cuda else k.conda.cpu_package)
         return CondaSpec((*k.conda.pytorch_channels, "defaults"), tuple(deps), "pytorch-channel")
+    # conda-forge: the build string forces the CUDA (or CPU) build, the CUDA major is pinned and the
+    # __cuda virtual package guards the minor (conda-forge.org/docs/user/cuda); envkit spec writes
+    # the same lines.
+    deps.append(f"pytorch={release.torch}={'cuda*' if cuda else 'cpu*'}")
     if cuda is not None:
-        # conda-forge: the GPU metapackage, the CUDA major pinned; __cuda guards the minor.
-        deps += [
-            f"{k.conda.forge_gpu_package}={release.torch}",
-            f"{k.conda.forge_cuda_selector}={cuda.major}",
-        ]
-    else:
-        deps += [f"pytorch-cpu={release.torch}"]
+        deps.append(f"{k.conda.forge_cuda_selector}={cuda.major}")
     deps += ["torchvision", "torchaudio"]
     return CondaSpec((k.conda.forge_channel,), tuple(deps), "conda-forge")
 
