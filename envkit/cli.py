@@ -410,6 +410,134 @@ def diff(
     return 0
 
 
+@app.command()
+@guarded
+def spec(
+    template: Annotated[
+        Optional[str], typer.Argument(help="A template name (pt2, pt2-minimal, pt2-train) or a .toml path.")
+    ] = None,
+    fmt: Annotated[Optional[str], typer.Option("--format", help="conda, pip, uv or conda-lock.")] = None,
+    out: Annotated[str, typer.Option("--output", "-o", help="Folder to write the files into.")] = ".",
+    mirror: Annotated[
+        Optional[list[str]], typer.Option("--mirror", help="NAME, auto, URL or KIND=URL (repeatable).")
+    ] = None,
+    pip_in_conda: Annotated[
+        bool, typer.Option("--pip-in-conda", help="A conda env whose torch comes through pip.")
+    ] = False,
+    name: Annotated[Optional[str], typer.Option("--name", help="The environment's name in the spec.")] = None,
+    to_stdout: Annotated[bool, typer.Option("--stdout", help="Print the (single) file instead.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace files envkit did not write.")] = False,
+    list_templates: Annotated[bool, typer.Option("--list", help="List the built-in templates.")] = False,
+    check: Annotated[
+        Optional[str], typer.Option("--check", help="Check an existing environment.yml / requirements.txt.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="With --check: the findings as JSON.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="With --check: warnings fail too.")] = False,
+    torch: Annotated[Optional[str], typer.Option("--torch", help="torch version spec: 2.5.*, >=2.4")] = None,
+    cuda: Annotated[str, typer.Option("--cuda", help="auto | cpu | 12.1 | cu121 | 12")] = "auto",
+    driver: Annotated[Optional[str], typer.Option("--driver", help="Plan for this driver.")] = None,
+    gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="Plan for this GPU (repeatable).")] = None,
+    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Plan for a machine without a GPU.")] = False,
+    platform: Annotated[Optional[str], typer.Option("--platform", help="linux-x86_64, … ")] = None,
+    python: Annotated[Optional[str], typer.Option("--python", help="Plan for this Python (3.10).")] = None,
+    env: Annotated[
+        Optional[str], typer.Option("--env", help="Take Python and platform from this env.")
+    ] = None,
+) -> int:
+    """Render a template into conda / pip / uv / conda-lock specs, or --check a spec people already have."""
+    from envkit import spec_command
+
+    flags = spec_command.plan_flags(torch, cuda, driver, gpu, no_gpu, platform, python, env)
+    if list_templates:
+        spec_command.print_templates(stdout)
+        return 0
+    if check is not None:
+        return spec_command.check(check, flags, stdout, json_out=json_out, strict=strict)
+    return spec_command.render(
+        template or "pt2",
+        flags,
+        fmt=fmt,
+        out=out,
+        mirrors=mirror or [],
+        pip_in_conda=pip_in_conda,
+        name=name,
+        to_stdout=to_stdout,
+        force=force,
+        console=stdout,
+        errors=stderr,
+    )
+
+
+@app.command()
+@guarded
+def create(
+    name: Annotated[
+        Optional[str],
+        typer.Argument(help="The environment's name (conda env name, or envkit's envs folder)."),
+    ] = None,
+    prefix: Annotated[Optional[str], typer.Option("--prefix", help="Create it at this path instead.")] = None,
+    template: Annotated[
+        Optional[str],
+        typer.Option("--template", help="Template name or .toml path (default: NAME's, else pt2)."),
+    ] = None,
+    backend: Annotated[
+        str, typer.Option("--backend", help="auto, conda, mamba, micromamba, uv or venv.")
+    ] = "auto",
+    mirror: Annotated[
+        Optional[list[str]], typer.Option("--mirror", help="NAME, auto, URL or KIND=URL (repeatable).")
+    ] = None,
+    wheelhouse: Annotated[
+        Optional[str], typer.Option("--wheelhouse", help="A folder of wheels to install from too.")
+    ] = None,
+    offline: Annotated[bool, typer.Option("--offline", help="Install only from --wheelhouse.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan and the exact commands; change nothing.")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing environment (restored if anything fails).")
+    ] = False,
+    no_verify: Annotated[
+        bool, typer.Option("--no-verify", help="Skip envkit verify in the new environment.")
+    ] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the envkit.create/1 JSON on stdout.")
+    ] = False,
+    torch: Annotated[Optional[str], typer.Option("--torch", help="torch version spec: 2.5.*, >=2.4")] = None,
+    cuda: Annotated[str, typer.Option("--cuda", help="auto | cpu | 12.1 | cu121 | 12")] = "auto",
+    channel: Annotated[
+        Optional[str], typer.Option("--channel", help="pip or conda (default: the template's)")
+    ] = None,
+    driver: Annotated[Optional[str], typer.Option("--driver", help="Plan for this driver.")] = None,
+    gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="Plan for this GPU (repeatable).")] = None,
+    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Plan for a machine without a GPU.")] = False,
+    platform: Annotated[Optional[str], typer.Option("--platform", help="linux-x86_64, …")] = None,
+    python: Annotated[
+        Optional[str], typer.Option("--python", help="Python for the new environment (3.11).")
+    ] = None,
+) -> int:
+    """Resolve, write the specs, install, verify: all or nothing."""
+    from envkit import create_command
+    from envkit.planning import PlanFlags
+
+    flags = PlanFlags(driver, tuple(gpu or ()), no_gpu, platform, python, None, torch, cuda, channel or "pip")
+    return create_command.run(
+        name=name,
+        prefix=prefix,
+        template=template,
+        flags=flags,
+        backend=backend,
+        mirrors=tuple(mirror or ()),
+        wheelhouse=wheelhouse,
+        offline=offline,
+        dry_run=dry_run,
+        force=force,
+        verify=not no_verify,
+        json_out=json_out,
+        console=stdout,
+        errors=stderr,
+    )
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="envkit")
