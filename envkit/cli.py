@@ -538,6 +538,53 @@ def create(
     )
 
 
+@app.command()
+@guarded
+def lock(
+    template: Annotated[
+        str, typer.Argument(help="Template name (pt2, pt2-minimal, pt2-train) or .toml path.")
+    ] = "pt2",
+    out: Annotated[str, typer.Option("--output", "-o", help="Folder for conda-lock.yml.")] = ".",
+    lock_platform: Annotated[
+        Optional[list[str]], typer.Option("--lock-platform", help="conda subdir (linux-64, …); repeatable.")
+    ] = None,
+    mirror: Annotated[
+        Optional[list[str]], typer.Option("--mirror", help="NAME, URL or KIND=URL (repeatable).")
+    ] = None,
+    torch: Annotated[Optional[str], typer.Option("--torch", help="torch version spec: 2.5.*, >=2.4")] = None,
+    cuda: Annotated[str, typer.Option("--cuda", help="auto | cpu | 12.1 | cu121 | 12")] = "auto",
+    driver: Annotated[
+        Optional[str], typer.Option("--driver", help="Plan for this driver (sets __cuda).")
+    ] = None,
+    gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="Plan for this GPU (repeatable).")] = None,
+    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Plan for a machine without a GPU.")] = False,
+    platform: Annotated[Optional[str], typer.Option("--platform", help="linux-x86_64, …")] = None,
+    python: Annotated[Optional[str], typer.Option("--python", help="Plan for this Python (3.11).")] = None,
+) -> int:
+    """Lock a conda environment with conda-lock (envkit[lock]); __cuda comes from the target driver."""
+    from envkit.lock import lock as run_lock
+    from envkit.lock import prepare_lock
+    from envkit.planning import PlanFlags
+    from envkit.system import System
+
+    flags = PlanFlags(driver, tuple(gpu or ()), no_gpu, platform, python, None, torch, cuda, "conda")
+    system = System()
+    job = prepare_lock(
+        system,
+        template,
+        flags,
+        platforms=tuple(lock_platform or ()),
+        out_dir=out,
+        mirrors=tuple(mirror or ()),
+    )
+    with stderr.status("conda-lock …") as status:
+        path = run_lock(
+            system, job, on_line=lambda line: status.update(line.strip()[:120]) if line.strip() else None
+        )
+    stderr.print(f"wrote {path}", markup=False)
+    return 0
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="envkit")
