@@ -21,6 +21,7 @@ import typer
 
 from envkit import __version__
 from envkit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EnvkitError
+from envkit.jsonout import print_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -171,9 +172,7 @@ def doctor(
     else:
         report = diagnose(System(), python=python, env_name=env, deep=deep, timeout=timeout)
     if json_out:
-        from envkit.render import render_json
-
-        sys.stdout.write(render_json(report.to_json(strict=strict)) + "\n")
+        print_json(report.to_json(strict=strict))
     else:
         from envkit.render import render_report
 
@@ -221,9 +220,7 @@ def resolve(
     flags = PlanFlags(driver, tuple(gpu or ()), no_gpu, platform, python, env, torch, cuda, channel)
     plan = make_plan(System(), flags)
     if json_out:
-        from envkit.render import render_json
-
-        sys.stdout.write(render_json(plan.to_json()) + "\n")
+        print_json(plan.to_json())
     else:
         from envkit.render import render_plan
 
@@ -262,9 +259,7 @@ def verify(
 
     report = run_verify(System(), python=python, env_name=env, checks=parse_checks(checks), timeout=timeout)
     if json_out:
-        from envkit.render import render_json
-
-        sys.stdout.write(render_json(report.to_json(strict=strict)) + "\n")
+        print_json(report.to_json(strict=strict))
     else:
         from envkit.render import render_report
 
@@ -294,9 +289,7 @@ def mirrors(
 
     table = mirror_table(kind=kind, probing=probe, variant=variant, timeout=timeout)
     if json_out:
-        from envkit.render import render_json
-
-        sys.stdout.write(render_json(table) + "\n")
+        print_json(table)
     else:
         from envkit.render import render_mirrors
 
@@ -344,9 +337,7 @@ def preflight(
 
         write_junit(report, junit, name="envkit.preflight", strict=strict)
     if json_out:
-        from envkit.render import render_json
-
-        sys.stdout.write(render_json(report.to_json(strict=strict)) + "\n")
+        print_json(report.to_json(strict=strict))
     code = report.exit_code(strict=strict)
     if code:
         reason = drain_reason(report) or "envkit: warnings (--strict)"
@@ -378,9 +369,7 @@ def fleet(
 
         write_atomic(html, render_html(fleet_view, strict=strict))
     if json_out:
-        from envkit.render import render_json
-
-        sys.stdout.write(render_json(fleet_view.to_json(strict=strict)) + "\n")
+        print_json(fleet_view.to_json(strict=strict))
     else:
         from envkit.render_fleet import render_fleet
 
@@ -400,9 +389,7 @@ def diff(
 
     difference = diff_files(a, b)
     if json_out:
-        from envkit.render import render_json
-
-        sys.stdout.write(render_json(difference.to_json()) + "\n")
+        print_json(difference.to_json())
     else:
         from envkit.render_fleet import render_diff
 

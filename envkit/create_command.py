@@ -6,7 +6,6 @@ envkit.create/1 JSON with --json) goes to stdout.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any, Optional
 
 from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK
@@ -109,6 +108,6 @@ def _verifier(system: Any) -> Any:
 
 
 def _json(data: dict[str, Any]) -> None:
-    from envkit.render import render_json
+    from envkit.jsonout import print_json
 
-    sys.stdout.write(render_json(data) + "\n")
+    print_json(data)

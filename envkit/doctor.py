@@ -9,9 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from envkit.checks import CHECKS, run_checks
-from envkit.collect_env import UNREPORTED_CHECKS, looks_like_collect_env, parse_collect_env
-from envkit.detect import detect_all
-from envkit.detect.pyenv import select_interpreter
+from envkit.detect import begin_run, detect_all
 from envkit.errors import InputError
 from envkit.report import Report, report_from_json
 
@@ -32,11 +30,7 @@ def diagnose(
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> Report:
     """Detect the machine and the chosen interpreter within ``timeout`` seconds, then check it."""
-    if timeout <= 0:
-        raise InputError(f"--timeout {timeout:g}: give a positive number of seconds")
-    start = time.monotonic()
-    system = system.with_deadline(timeout)
-    interp = select_interpreter(system, python=python, env_name=env_name)
+    system, interp, start = begin_run(system, timeout=timeout, python=python, env_name=env_name)
     facts = detect_all(system, interp, deep=deep)
     return Report.new(facts, run_checks(facts), duration_s=round(time.monotonic() - start, 3))
 
@@ -72,6 +66,8 @@ def diagnose_file(path: str) -> Report:
     try:
         data = json.loads(text)
     except ValueError as exc:
+        from envkit.collect_env import UNREPORTED_CHECKS, looks_like_collect_env, parse_collect_env
+
         if looks_like_collect_env(text):
             facts = parse_collect_env(text)
             # A paste says nothing of /dev/shm, GPU health or NCCL variables: those checks would

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Optional
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
 from envkit.checks._common import and_list
 from envkit.errors import InputError
 from envkit.report import CheckResult, Status
-from envkit.versions import NvVersion, Version, parse_version
+from envkit.versions import NvVersion, Version, parse_spec, parse_version
 
 if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
+
     from envkit.facts import Facts
 
 if sys.version_info >= (3, 11):
@@ -115,13 +115,10 @@ def _validate_value(key: str, value: Any, where: str) -> None:
 
 
 def _spec(value: str, where: str, key: str) -> SpecifierSet:
-    text = value.strip()
-    if re.fullmatch(r"\d+(\.\d+)*(\+[\w.]+)?", text):
-        text = f"=={text}"
-    try:
-        return SpecifierSet(text)
-    except InvalidSpecifier:
-        raise InputError(f"{where}: {key} = {value!r} is neither a version nor a PEP 440 spec") from None
+    spec = parse_spec(value)
+    if spec is None:
+        raise InputError(f"{where}: {key} = {value!r} is neither a version nor a PEP 440 spec")
+    return spec
 
 
 def _nccl(facts: Facts) -> Optional[Version]:

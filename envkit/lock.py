@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
 from envkit.errors import EnvkitError, InputError
+from envkit.spec_conda import SUBDIRS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -25,15 +26,8 @@ if TYPE_CHECKING:
     from envkit.planning import PlanFlags
     from envkit.system import System
 
-__all__ = ["CONDA_PLATFORMS", "LockFailed", "conda_lock_command", "lock"]
+__all__ = ["LockFailed", "conda_lock_command", "lock", "prepare_lock"]
 
-# envkit platform -> conda subdir.
-CONDA_PLATFORMS: Final = {
-    "linux-x86_64": "linux-64",
-    "linux-aarch64": "linux-aarch64",
-    "windows-x86_64": "win-64",
-    "macos-arm64": "osx-arm64",
-}
 CHANNEL_HOST: Final = "https://conda.anaconda.org"
 REACH_TIMEOUT_S: Final = 5.0
 LOCK_TIMEOUT_S: Final = 1800.0
@@ -112,12 +106,10 @@ def prepare_lock(
 
     template = load_template(template_name)
     plan = make_plan(system, spec_flags(template, dataclasses.replace(flags, channel="conda"), "conda-lock"))
-    subdirs = list(platforms) or [CONDA_PLATFORMS.get(plan.platform, "linux-64")]
-    unknown = [p for p in subdirs if p not in CONDA_PLATFORMS.values()]
+    subdirs = list(platforms) or [SUBDIRS.get(plan.platform, "linux-64")]
+    unknown = [p for p in subdirs if p not in SUBDIRS.values()]
     if unknown:
-        raise InputError(
-            f"--lock-platform {', '.join(unknown)}: one of {', '.join(CONDA_PLATFORMS.values())}"
-        )
+        raise InputError(f"--lock-platform {', '.join(unknown)}: one of {', '.join(SUBDIRS.values())}")
     chosen = spec_mirrors(list(mirrors), plan.variant) if mirrors else None
     inputs = render_specs(plan, template, "conda-lock", mirror=chosen, knowledge=load_knowledge())
     lockfile = Path(out_dir).absolute() / "conda-lock.yml"

@@ -17,8 +17,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Final, Optional
 
 from envkit.checks import CHECKS, run_checks
-from envkit.detect import detect_all
-from envkit.detect.pyenv import select_interpreter
+from envkit.detect import begin_run, detect_all
 from envkit.errors import EXIT_CHECK_FAILED, InputError
 from envkit.expect import Expectations, apply_require_ignore, check_expectations, load_expectations
 from envkit.report import CheckResult, Report, Status
@@ -90,8 +89,6 @@ def preflight(
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> Report:
     """Run the gate within ``timeout`` seconds: doctor checks, expectations, verify checks."""
-    if timeout <= 0:
-        raise InputError(f"--timeout {timeout:g}: give a positive number of seconds")
     expect: Optional[Expectations] = load_expectations(expect_path, KNOWN_CHECKS) if expect_path else None
     wanted = list(dict.fromkeys(verify_checks))
     if expect is not None:  # required verify checks run without being asked twice
@@ -100,9 +97,7 @@ def preflight(
     unknown = [c for c in wanted if c not in ALL_CHECKS]
     if unknown:
         raise InputError(f"--verify: unknown {', '.join(unknown)}; choose from {', '.join(ALL_CHECKS)}")
-    start = time.monotonic()
-    system = system.with_deadline(timeout)
-    interp = select_interpreter(system, python=python, env_name=env_name)
+    system, interp, start = begin_run(system, timeout=timeout, python=python, env_name=env_name)
     facts = detect_all(system, interp)
     checks: list[CheckResult] = list(run_checks(facts))
     if expect is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, Final
 
 from rich.text import Text
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
 
     from envkit.facts import Facts
 
-__all__ = ["render_json", "render_plan", "render_report"]
+__all__ = ["render_checks", "render_mirrors", "render_plan", "render_report"]
 
 GLYPHS: Final = {Status.PASS: "✓", Status.WARN: "!", Status.FAIL: "✗", Status.SKIP: "–"}
 ASCII_GLYPHS: Final = {Status.PASS: "ok", Status.WARN: "!!", Status.FAIL: "XX", Status.SKIP: "--"}
@@ -33,10 +32,6 @@ STYLES: Final = {
     Status.FAIL: "bold red",
     Status.SKIP: "dim",
 }
-
-
-def render_json(data: dict[str, Any]) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False)
 
 
 def _facts_lines(facts: Facts) -> list[str]:

@@ -23,12 +23,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final, Optional
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 
 from envkit.errors import InputError, NoBuildError
 from envkit.knowledge import Knowledge, Release, variant_cuda
 from envkit.target import Target
-from envkit.versions import NvVersion, Version
+from envkit.versions import NvVersion, Version, parse_spec
 
 __all__ = [
     "PLAN_SCHEMA",
@@ -96,13 +96,10 @@ def parse_cuda_request(text: str) -> CudaRequest:
 
 def parse_torch_spec(text: str) -> SpecifierSet:
     """``--torch 2.5.*`` / ``>=2.4`` / ``2.5.1`` (a bare version means ``==``)."""
-    value = text.strip()
-    if re.fullmatch(r"\d+(\.\d+)*(\.\*)?", value):
-        value = f"=={value}"
-    try:
-        return SpecifierSet(value)
-    except InvalidSpecifier:
-        raise InputError(f"--torch {text!r}: not a version specifier like 2.5.*, >=2.4 or 2.5.1") from None
+    spec = parse_spec(text)
+    if spec is None:
+        raise InputError(f"--torch {text!r}: not a version specifier like 2.5.*, >=2.4 or 2.5.1")
+    return spec
 
 
 @dataclass(frozen=True)

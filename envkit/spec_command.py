@@ -98,7 +98,7 @@ def check(path: str, flags: PlanFlags, console: Any, *, json_out: bool, strict: 
     bad = {Status.FAIL, Status.WARN} if strict else {Status.FAIL}
     code = EXIT_CHECK_FAILED if any(r.status in bad for r in results) else EXIT_OK
     if json_out:
-        from envkit.render import render_json
+        from envkit.jsonout import print_json
 
         data = {
             "schema": SPEC_CHECK_SCHEMA,
@@ -106,7 +106,7 @@ def check(path: str, flags: PlanFlags, console: Any, *, json_out: bool, strict: 
             "checks": [to_jsonable(r) for r in results],
             "exit_code": code,
         }
-        sys.stdout.write(render_json(data) + "\n")
+        print_json(data)
         return code
     from envkit.render import render_checks
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "Version",
     "cuda_from_int",
     "parse_compute_capability",
+    "parse_spec",
     "parse_version",
 ]
 
@@ -93,3 +95,22 @@ def parse_compute_capability(text: str) -> ComputeCapability | None:
     if match is None:
         return None
     return ComputeCapability(int(match.group(1)), int(match.group(2)))
+
+
+_BARE_VERSION = re.compile(r"^\d+(\.\d+)*(\.\*|\+[\w.]+)?$")
+
+
+def parse_spec(text: str) -> SpecifierSet | None:
+    """A PEP 440 specifier, where a bare version means ``==`` (``2.5.1``, ``2.5.*``, ``2.5.1+cu121``);
+    ``None`` when it is neither.
+
+    >>> parse_spec("2.5.*"), parse_spec(">=2.4,<2.6"), parse_spec("two")
+    (<SpecifierSet('==2.5.*')>, <SpecifierSet('<2.6,>=2.4')>, None)
+    """
+    value = text.strip()
+    if _BARE_VERSION.match(value):
+        value = f"=={value}"
+    try:
+        return SpecifierSet(value)
+    except InvalidSpecifier:
+        return None

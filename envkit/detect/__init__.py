@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from envkit.system import System
 
-__all__ = ["detect_all", "detect_for_plan", "run_bounded"]
+__all__ = ["begin_run", "detect_all", "detect_for_plan", "run_bounded"]
 
 
 class _Outcome:
@@ -138,3 +138,18 @@ def detect_for_plan(system: System, interp: Interpreter | None, *, gpus: bool = 
     driver, gpu_facts = values.get("nvidia", (DriverFacts(), ()))
     python, torch = values.get("python", (None, TorchFacts()))
     return Facts(driver=driver, gpus=gpu_facts, python=python, torch=torch, notes=tuple(notes))
+
+
+def begin_run(
+    system: System, *, timeout: float, python: Optional[str] = None, env_name: Optional[str] = None
+) -> tuple[System, Interpreter, float]:
+    """What every bounded run starts with: a valid timeout, the deadline, the interpreter to inspect
+    and the start time (doctor, verify and preflight)."""
+    from envkit.detect.pyenv import select_interpreter
+    from envkit.errors import InputError
+
+    if timeout <= 0:
+        raise InputError(f"--timeout {timeout:g}: give a positive number of seconds")
+    start = time.monotonic()
+    system = system.with_deadline(timeout)
+    return system, select_interpreter(system, python=python, env_name=env_name), start

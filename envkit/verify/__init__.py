@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
 from envkit._probe import ProbeOutcome, run_probe
-from envkit.detect import detect_for_plan, run_bounded
-from envkit.detect.pyenv import select_interpreter
+from envkit.detect import begin_run, detect_for_plan, run_bounded
 from envkit.errors import InputError
 from envkit.report import Report
 from envkit.verify.interpret import interpret
@@ -131,11 +130,7 @@ def verify(
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> Report:
     """Run the verify checks in the chosen interpreter and report them (envkit.report/1)."""
-    if timeout <= 0:
-        raise InputError(f"--timeout {timeout:g}: give a positive number of seconds")
-    start = time.monotonic()
-    system = system.with_deadline(timeout)
-    interp = select_interpreter(system, python=python, env_name=env_name)
+    system, interp, start = begin_run(system, timeout=timeout, python=python, env_name=env_name)
     facts = detect_for_plan(system, interp)
     cache_dir = tempfile.mkdtemp(prefix="envkit-verify-")
     try:
