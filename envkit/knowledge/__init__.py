@@ -12,22 +12,16 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, Optional
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from envkit.errors import EnvkitError
-from envkit.versions import ComputeCapability, NvVersion, Version, parse_compute_capability
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python < 3.11 only
-    import tomli as tomllib
+from envkit.knowledge._table import DATA_DIR, KnowledgeError, Row, read_table, table_rows
+from envkit.versions import ComputeCapability, NvVersion, Version
 
 __all__ = [
+    "DATA_DIR",
     "PLATFORMS",
     "ArchRow",
     "CudaFamily",
@@ -43,15 +37,10 @@ __all__ = [
     "variant_cuda",
 ]
 
-DATA_DIR: Final = Path(__file__).parent
 PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64")
 # Platforms whose CUDA variants must have a compiled-architecture row.
 CUDA_PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
 _VARIANT_RE: Final = re.compile(r"^(cpu|cu\d{3}|rocm\d+(\.\d+)*|xpu)$")
-
-
-class KnowledgeError(EnvkitError):
-    """The knowledge base itself is wrong: a bug in envkit's data, not the user's input."""
 
 
 def variant_cuda(variant: str) -> Optional[Version]:
@@ -209,96 +198,6 @@ class Knowledge:
     def gpu_named(self, name: str) -> Optional[Gpu]:
         """The first GPU row whose pattern matches an NVML name (or a user's "RTX 5090")."""
         return next((g for g in self.gpus if g.match.search(name)), None)
-
-
-class Row:
-    """One TOML table, read with errors that name the file, the row and the field."""
-
-    def __init__(self, file: str, kind: str, index: int, data: object) -> None:
-        if not isinstance(data, dict):
-            raise KnowledgeError(f"{file}: [[{kind}]] #{index + 1} is not a table")
-        self.data: dict[str, Any] = data
-        label = data.get("torch") or data.get("cuda") or data.get("model") or data.get("major") or ""
-        self.where = f"{file}: [[{kind}]] #{index + 1}" + (f" ({label})" if label else "")
-
-    def fail(self, field: str, expected: str) -> KnowledgeError:
-        value = self.data.get(field, "<missing>")
-        return KnowledgeError(f"{self.where}: field {field!r}: expected {expected}, got {value!r}")
-
-    def raw(self, field: str, kind: type, optional: bool) -> Any:
-        if field not in self.data:
-            if optional:
-                return None
-            raise self.fail(field, kind.__name__)
-        value = self.data[field]
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise self.fail(field, kind.__name__)
-        return value
-
-    def text(self, field: str) -> str:
-        return str(self.raw(field, str, False))
-
-    def opt_text(self, field: str) -> Optional[str]:
-        value = self.raw(field, str, True)
-        return None if value is None else str(value)
-
-    def version(self, field: str, optional: bool = False) -> Any:
-        value = self.raw(field, str, optional)
-        if value is None:
-            return None
-        try:
-            return NvVersion(value)
-        except ValueError:
-            raise self.fail(field, "a version") from None
-
-    def versions(self, field: str) -> tuple[Version, ...]:
-        items = self.raw(field, list, True) or []
-        try:
-            return tuple(Version(v) for v in items)
-        except (ValueError, TypeError):
-            raise self.fail(field, "a list of versions") from None
-
-    def cc(self, field: str) -> ComputeCapability:
-        value = self.raw(field, str, False)
-        cc = parse_compute_capability(value)
-        if cc is None:
-            raise self.fail(field, 'a compute capability like "9.0"')
-        return cc
-
-    def ccs(self, field: str) -> tuple[ComputeCapability, ...]:
-        items = self.raw(field, list, False)
-        parsed = [parse_compute_capability(v) if isinstance(v, str) else None for v in items]
-        if any(p is None for p in parsed):
-            raise self.fail(field, "a list of compute capabilities")
-        return tuple(p for p in parsed if p is not None)
-
-    def number(self, field: str) -> Optional[float]:
-        value = self.data.get(field)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(field, "a number")
-        return float(value)
-
-    def integer(self, field: str, optional: bool = False) -> Optional[int]:
-        value = self.raw(field, int, optional)
-        return None if value is None else int(value)
-
-
-def read_table(name: str) -> dict[str, Any]:
-    path = DATA_DIR / f"{name}.toml"
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise KnowledgeError(f"{path.name}: cannot be read: {exc}") from None
-
-
-def table_rows(data: dict[str, Any], file: str, kind: str) -> list[Row]:
-    items = data.get(kind, [])
-    if not isinstance(items, list):
-        raise KnowledgeError(f"{file}: [[{kind}]] must be an array of tables")
-    return [Row(file, kind, i, item) for i, item in enumerate(items)]
 
 
 def _release(row: Row) -> Release:

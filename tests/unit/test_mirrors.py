@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 import pytest
 
-import envkit.knowledge as kb
+import envkit.knowledge._table as kb
 from envkit._serial import to_jsonable
 from envkit.errors import EXIT_USAGE, InputError
 from envkit.knowledge import KnowledgeError

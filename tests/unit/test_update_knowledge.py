@@ -17,6 +17,7 @@ from types import ModuleType
 import pytest
 
 import envkit.knowledge as kb
+import envkit.knowledge._table as table
 from envkit.knowledge import load_knowledge
 from envkit.versions import Version
 
@@ -294,7 +295,7 @@ TODAY = "2026-12-01"
 def data_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for path in kb.DATA_DIR.glob("*.toml"):
         shutil.copy(path, tmp_path / path.name)
-    monkeypatch.setattr(kb, "DATA_DIR", tmp_path)
+    monkeypatch.setattr(table, "DATA_DIR", tmp_path)
     load_knowledge.cache_clear()
     yield tmp_path
     load_knowledge.cache_clear()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import envkit.knowledge as kb
+import envkit.knowledge._table as table
 from envkit.knowledge import PLATFORMS, KnowledgeError, load_knowledge, variant_cuda
 from envkit.versions import ComputeCapability, Version
 
@@ -144,7 +145,7 @@ def test_ptx_covers_newer_majors() -> None:
 def data_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for path in kb.DATA_DIR.glob("*.toml"):
         shutil.copy(path, tmp_path / path.name)
-    monkeypatch.setattr(kb, "DATA_DIR", tmp_path)
+    monkeypatch.setattr(table, "DATA_DIR", tmp_path)
     load_knowledge.cache_clear()
     yield tmp_path
     load_knowledge.cache_clear()
