@@ -12,18 +12,13 @@ and never shown) is envkit.webprobe's; a Mirror keeps credentials out of its fie
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
-import os
 import re
-import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Optional, Union
 
 from packaging.utils import canonicalize_name
@@ -32,10 +27,12 @@ from packaging.version import InvalidVersion, Version
 from envkit._serial import to_jsonable
 from envkit.errors import InputError
 from envkit.knowledge import KnowledgeError, Row, read_table, table_rows
+from envkit.mirror_cache import cache_key, default_cache_path, read_cache, write_cache
 from envkit.webprobe import Auth, FetchJob, ProbeResult, redact, run_jobs, split_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
 __all__ = [
     "Choice",
@@ -58,7 +55,6 @@ LAYOUTS: Final = ("pep503", "flat", "conda")
 REGIONS: Final = ("global", "cn")
 DEFAULT_TIMEOUT_S: Final = 2.0
 DEFAULT_MAX_AGE_S: Final = 24 * 3600.0
-CACHE_SCHEMA: Final = "envkit.mirror-cache/1"
 MIRRORS_SCHEMA: Final = "envkit.mirrors/1"
 _NAME_RE: Final = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _PACKAGE_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -313,32 +309,6 @@ def mirror_table(
 # Choosing ----------------------------------------------------------------------------------------
 
 
-def default_cache_path() -> Path:
-    """Where ``choose`` remembers its choices: $XDG_CACHE_HOME/envkit/mirrors.json (~/.cache/…)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "envkit" / "mirrors.json"
-
-
-def _cache_key(mirrors: Sequence[Mirror], variant: str, package: str, version: Optional[str]) -> str:
-    kind = mirrors[0].kind if mirrors else "torch-wheels"
-    return f"{kind} {variant} {package}" + (f"=={version}" if version else "")
-
-
-def _read_cache(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # missing or damaged: probe again
-        return {}
-    if (
-        not isinstance(data, dict)
-        or data.get("schema") != CACHE_SCHEMA
-        or not isinstance(data.get("choices"), dict)
-    ):
-        return {}
-    choices: dict[str, Any] = data["choices"]
-    return choices
-
-
 def _cached(
     entry: object, mirrors: Sequence[Mirror], variant: str, when: float, max_age_s: float
 ) -> Optional[Choice]:
@@ -368,42 +338,6 @@ def _cached(
     )
 
 
-def _write_cache(path: Path, key: str, choice: Choice, when: float, max_age_s: float) -> None:
-    """Atomically: a temporary file in the same folder, then os.replace (DESIGN "Nothing is written
-    half"). Expired entries are dropped. Every value is redacted already; redact() again anyway."""
-    choices = {
-        k: v
-        for k, v in _read_cache(path).items()
-        if isinstance(v, dict)
-        and isinstance(v.get("time"), (int, float))
-        and 0 <= when - v["time"] <= max_age_s
-    }
-    choices[key] = {
-        "mirror": choice.mirror.name,
-        "url": redact(choice.mirror.url),
-        "page": redact(choice.page),
-        "elapsed_s": choice.elapsed_s,
-        "time": when,
-        "skipped": [
-            {"mirror": s.mirror, "url": redact(s.url), "reason": redact(s.reason)} for s in choice.skipped
-        ],
-    }
-    text = json.dumps({"schema": CACHE_SCHEMA, "choices": choices}, indent=2, sort_keys=True) + "\n"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-    except OSError:  # a read-only cache costs a probe next time, not this run
-        pass
-
-
 def choose(
     mirrors: Sequence[Mirror],
     variant: str,
@@ -425,9 +359,9 @@ def choose(
     if mirrors and mirrors[0].kind == "torch-wheels":
         _check_variant(variant)
     when = time.time() if now is None else now
-    key = _cache_key(mirrors, variant, package, version)
+    key = cache_key(mirrors, variant, package, version)
     if cache_path is not None:
-        hit = _cached(_read_cache(cache_path).get(key), mirrors, variant, when, max_age_s)
+        hit = _cached(read_cache(cache_path).get(key), mirrors, variant, when, max_age_s)
         if hit is not None:
             return hit
     candidates = [m for m in mirrors if m.carries(variant)]
@@ -476,7 +410,7 @@ def choose(
     skipped = tuple(Skip(m.name, redact(url), redact(why)) for m, url, why in reasons)
     choice = Choice(chosen, variant, "probed", won.url, won.elapsed_s, when, skipped, tuple(results))
     if cache_path is not None:
-        _write_cache(cache_path, key, choice, when, max_age_s)
+        write_cache(cache_path, key, choice, when, max_age_s)
     return choice
 
 

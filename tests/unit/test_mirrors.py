@@ -21,8 +21,8 @@ import envkit.knowledge._table as kb
 from envkit._serial import to_jsonable
 from envkit.errors import EXIT_USAGE, InputError
 from envkit.knowledge import KnowledgeError
+from envkit.mirror_cache import CACHE_SCHEMA
 from envkit.mirrors import (
-    CACHE_SCHEMA,
     Mirror,
     choose,
     load_mirrors,
