@@ -1,25 +1,31 @@
 #!/usr/bin/env bash
 # Run on a machine with an NVIDIA GPU: compares nvidia-smi with `envkit doctor --deep --json` and
 # prints where they disagree (driver version, GPU count, names, memory, compute capability), the
-# doctor report, an NVML recording for tests/data/nvml/, then `envkit verify` with every check
-# (device, compile, amp, dist, perf) and its metrics.
+# doctor report, an NVML recording for tests/data/nvml/, `envkit resolve` for this machine, then
+# `envkit verify` with every check (device, compile, amp, dist, perf) and its metrics, and
+# `envkit preflight --verify device` with its time.
 #
 #   bash scripts/gpu_check.sh [OUT_DIR]
+#
+# envkit need not be installed: run from a checkout with PYTHONPATH=$PWD, the interpreter that holds
+# torch as PYTHON (default python3). Nothing here needs bc or jq.
 set -uo pipefail
 out=${1:-${OUT:-gpu-check-out}}
 mkdir -p "$out"
 py=${PYTHON:-python3}
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 
 echo "== nvidia-smi"
-nvidia-smi | tee "$out/nvidia-smi.txt"
+nvidia-smi
 nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap --format=csv,noheader,nounits \
   | tee "$out/nvidia-smi-query.csv"
 
 echo "== envkit doctor --deep --json"
-start=$(date +%s.%N)
+start=$(now)
 "$py" -m envkit doctor --deep --json --python "$py" > "$out/doctor.json"
 rc=$?
-echo "exit code $rc, $(echo "$(date +%s.%N) - $start" | bc) s"
+echo "exit code $rc, $(since "$start") s"
 "$py" -m envkit doctor --from "$out/doctor.json" || true
 
 echo "== NVML recording"
@@ -50,10 +56,14 @@ print("\n".join(problems) if problems else f"no disagreement ({len(gpus)} GPUs)"
 print("torch deep probe:", json.dumps({k: deep.get(k) for k in ("ok", "version", "cuda_available", "device_count", "arch_list", "nccl", "bf16_supported")}))
 PY
 
+echo "== envkit resolve (this machine)"
+"$py" -m envkit resolve --explain || true
+"$py" -m envkit resolve --json > "$out/resolve.json"
+
 echo "== envkit verify --checks device,compile,amp,dist,perf --json"
-start=$(date +%s.%N)
+start=$(now)
 "$py" -m envkit verify --checks device,compile,amp,dist,perf --json --python "$py" > "$out/verify.json"
-echo "exit code $?, $(echo "$(date +%s.%N) - $start" | bc) s"
+echo "exit code $?, $(since "$start") s"
 "$py" - "$out/verify.json" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
@@ -71,3 +81,8 @@ for check in report["checks"]:
     if check["status"] in ("fail", "warn"):
         print("    detail:", check.get("detail", "")[:400])
 PY
+
+echo "== envkit preflight --verify device"
+start=$(now)
+"$py" -m envkit preflight --verify device --json --python "$py" > "$out/preflight.json"
+echo "exit code $?, $(since "$start") s"

@@ -122,9 +122,12 @@ def add_dist(site: Path, name: str, version: str) -> None:
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
 
 
-def add_fake_torch(site: Path, version: str, *, cuda: str | None, init: str = "") -> Path:
-    """A torch package with a real version.py as the wheels ship it, and optional __init__ code."""
-    add_dist(site, "torch", version)
+def add_fake_torch(
+    site: Path, version: str, *, cuda: str | None, init: str = "", dist_version: str | None = None
+) -> Path:
+    """A torch package with a real version.py as the wheels ship it, and optional __init__ code.
+    ``dist_version``: the metadata's version where it differs (PyPI's wheels drop the local tag)."""
+    add_dist(site, "torch", dist_version or version)
     pkg = site / "torch"
     pkg.mkdir()
     (pkg / "__init__.py").write_text(init)

@@ -113,11 +113,14 @@ def select_interpreter(
         raise InputError("--python and --env both name an interpreter; give one of them")
     if python:
         path = Path(python).expanduser()
+        if os.sep not in python and not path.exists():  # a bare name: "python3", "python3.10"
+            on_path = system.which(python)
+            path = Path(on_path) if on_path else path
         found = _bin_python(path) if path.is_dir() else path
         if found is None or not found.is_file() or not os.access(found, os.X_OK):
             raise InputError(
                 f"--python {python}: no runnable Python interpreter there",
-                hint="give the path of a python executable or of an environment's folder",
+                hint="give a python executable (a path or a name on PATH) or an environment's folder",
             )
         return Interpreter(str(found), "--python")
     if env_name:
@@ -274,8 +277,11 @@ def _torch(data: dict[str, Any]) -> TorchFacts:
     if owner is None and torch_dists:
         owner = torch_dists[0]
     version: Optional[Version] = owner.version if owner else None
-    if version is None and constants.get("__version__"):
-        version = parse_version(str(constants["__version__"]))
+    # torch/version.py carries the local tag that PyPI's metadata lacks: the PyPI wheel's dist-info
+    # says 2.11.0 while torch.__version__ is 2.11.0+cu130 (recorded on an H200, tests/data/reports).
+    own = parse_version(str(constants["__version__"])) if constants.get("__version__") else None
+    if own is not None and (version is None or own.public == version.public):
+        version = own
     cuda = constants.get("cuda")
     if torch_dir is None and not torch_dists:
         return TorchFacts(distributions=dists, conda_packages=conda, error=error)

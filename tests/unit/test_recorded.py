@@ -11,6 +11,7 @@ from envkit.checks.gpu import check_gpu_health
 from envkit.detect.driver import parse_nvidia_smi_csv, parse_nvidia_smi_header, parse_proc_version
 from envkit.detect.nvml import RecordedNvml, read_nvml
 from envkit.detect.toolkit import parse_nvcc_version
+from envkit.doctor import diagnose_file
 from envkit.facts import Facts
 from envkit.report import Status
 from envkit.versions import NvVersion, Version
@@ -153,3 +154,34 @@ def test_recorded_nvml_machines(
     result = check_gpu_health(Facts(gpus=reading.gpus))
     assert result.status is status
     assert summary in result.summary
+
+
+def test_h200_recorded_by_envkit_agrees_with_nvidia_smi() -> None:
+    """The NVML recording and the doctor report from the H200 run of scripts/gpu_check.sh, against
+    nvidia-smi's answer on the same machine (tests/data/README.md)."""
+    index, name, driver, memory_mib, cc = read("reports/h200-580-nvidia-smi-query.csv").strip().split(", ")
+    reading = read_nvml(lambda: RecordedNvml.from_file(str(DATA / "nvml" / "h200-580.json")))
+    assert str(reading.driver_version) == driver
+    assert reading.cuda_version == Version("13.0")
+    (gpu,) = reading.gpus
+    assert (gpu.index, gpu.name, gpu.memory_total_mib, str(gpu.compute_capability)) == (
+        int(index),
+        name,
+        int(memory_mib),
+        cc,
+    )
+    health = check_gpu_health(Facts(gpus=reading.gpus))
+    assert health.status is Status.PASS
+    assert health.summary == "1 GPU healthy (NVIDIA H200)"
+
+
+def test_h200_report_diagnosed_from_file() -> None:
+    report = diagnose_file(str(DATA / "reports" / "h200-580-torch2.11-cu130.json"))
+    statuses = {c.id: c.status for c in report.checks}
+    assert len(statuses) == 12
+    assert set(statuses.values()) == {Status.PASS}
+    facts = report.facts
+    # Recorded before envkit read the local tag from torch/version.py: the metadata's version.
+    assert facts.torch is not None and str(facts.torch.version) == "2.11.0"
+    assert facts.torch.cuda == Version("13.0")
+    assert [str(g.compute_capability) for g in facts.gpus] == ["9.0"]

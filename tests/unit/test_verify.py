@@ -263,17 +263,37 @@ def test_a_missing_rank_is_blamed_first() -> None:
 
 def test_bus_bandwidth_formula() -> None:
     # nccl-tests: busbw = algbw * 2(n-1)/n for all_reduce.
+    assert dist_probe.bus_bandwidth(10.0, 2) == 10.0
+    assert dist_probe.bus_bandwidth(10.0, 8) == 17.5
+    assert dist_probe.bus_bandwidth(10.0, 1) == 0.0
     results = {
         0: {
             "rank": 0,
             "ok": True,
             "backend": "gloo",
-            "bandwidth": [{"bytes": 8, "algbw_gbs": 10.0, "busbw_gbs": 15.0}],
-        }
+            "bandwidth": [
+                {"bytes": 8, "algbw_gbs": 10.0, "busbw_gbs": 15.0},
+                {"bytes": 64, "algbw_gbs": 12.0, "busbw_gbs": 18.0},
+            ],
+        },
+        1: {"rank": 1, "ok": True},
     }
-    answer = dist_probe.aggregate(results, 1, "spawn")
+    answer = dist_probe.aggregate(results, 2, "spawn")
     assert answer["status"] == "pass"
-    assert answer["metrics"]["busbw_max_gbs"] == 15.0
+    assert answer["metrics"]["busbw_max_gbs"] == 18.0
+    assert answer["summary"].endswith("; best busbw 18.00 GB/s")
+
+
+def test_one_rank_reports_no_bus_bandwidth() -> None:
+    """Seen on an H200 (1 GPU, NCCL 2.28.9): a one-rank all_reduce "ran" at 7780 GB/s; no sweep then."""
+    answer = dist_probe.aggregate(
+        {0: {"rank": 0, "ok": True, "backend": "nccl", "bandwidth": []}}, 1, "spawn"
+    )
+    assert answer["status"] == "pass"
+    assert answer["metrics"]["busbw_max_gbs"] is None
+    assert answer["summary"] == (
+        "1 rank over nccl: all_reduce, all_gather and broadcast exact (bus bandwidth needs 2 or more ranks)"
+    )
 
 
 def test_arch_coverage_in_the_probe() -> None:

@@ -47,6 +47,16 @@ def test_select_python_flag(tmp_path: Path) -> None:
         select_interpreter(System(env={}), python=str(venv), env_name="x")
 
 
+def test_select_python_flag_by_name_on_path(tmp_path: Path) -> None:
+    """`--python python3` is what people type: a bare name is looked up on PATH, as a shell would."""
+    make_venv(tmp_path / "venv")
+    bin_dir = tmp_path / "venv" / "bin"
+    chosen = select_interpreter(System(env={"PATH": str(bin_dir)}), python="python")
+    assert chosen == Interpreter(str(bin_dir / "python"), "--python")
+    with pytest.raises(InputError, match="no runnable Python interpreter"):
+        select_interpreter(System(env={"PATH": str(bin_dir)}), python="python9.9")
+
+
 def test_select_env_by_name(tmp_path: Path) -> None:
     make_venv(tmp_path / "miniforge3/envs/pt2")
     env = {"HOME": str(tmp_path), "PATH": ""}
@@ -91,6 +101,21 @@ def test_fake_cuda_torch_with_nvidia_wheels(tmp_path: Path) -> None:
     cudnn = torch.wheel_lib("cudnn")
     assert cudnn is not None and cudnn.version == Version("9.1.0.70")
     assert {d.name for d in torch.distributions} >= {"torch", "torchvision", "nvidia-nccl-cu12"}
+
+
+def test_pypi_torch_keeps_the_local_tag_of_its_version_py(tmp_path: Path) -> None:
+    """PyPI's default CUDA wheel: dist-info says 2.11.0, torch.__version__ says 2.11.0+cu130 (as
+    recorded on an H200, tests/data/reports/h200-580-torch2.11-cu130.json)."""
+    site = make_venv(tmp_path / "env")
+    add_fake_torch(site, "2.11.0+cu130", cuda="13.0", dist_version="2.11.0")
+    _python, torch = detect_python(System(env={}), Interpreter(str(tmp_path / "env/bin/python"), "--python"))
+    assert torch.version == Version("2.11.0+cu130")
+    assert torch.variant == "cu130"
+    # A version.py that disagrees with the installed metadata does not override it.
+    site2 = make_venv(tmp_path / "env2")
+    add_fake_torch(site2, "2.10.0+cu128", cuda="12.8", dist_version="2.11.0")
+    _python, torch = detect_python(System(env={}), Interpreter(str(tmp_path / "env2/bin/python"), "--python"))
+    assert torch.version == Version("2.11.0")
 
 
 def test_conda_env_records_its_packages(tmp_path: Path) -> None:
