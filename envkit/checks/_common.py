@@ -5,16 +5,29 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-from typing import TYPE_CHECKING
+    from collections.abc import Iterable, Sequence
 
-if TYPE_CHECKING:
     from envkit.facts import Facts
 
 
 def join_lines(*parts: object) -> str:
     """The non-empty parts, one per line."""
     return "\n".join(str(p) for p in parts if p)
+
+
+def headline(findings: Sequence[str]) -> str:
+    """A check's summary line: the first finding, and how many more.
+
+    >>> headline(["a"]), headline(["a", "b", "c"])
+    ('a', 'a (+2 more)')
+    """
+    more = len(findings) - 1
+    return findings[0] + (f" (+{more} more)" if more else "")
+
+
+def fix_lines(fixes: Iterable[str]) -> str:
+    """The fixes, one per line, each once (two GPUs or two findings often share one)."""
+    return "\n".join(dict.fromkeys(fixes))
 
 
 def plural(count: int, word: str) -> str:

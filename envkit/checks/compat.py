@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final, Optional
 
 from packaging.specifiers import SpecifierSet
 
-from envkit.checks._common import join_lines, pip_command
+from envkit.checks._common import fix_lines, headline, join_lines, pip_command
 from envkit.errors import NoBuildError
 from envkit.knowledge import ArchRow, Knowledge, Release, load_knowledge
 from envkit.report import CheckResult, Status
@@ -158,8 +158,7 @@ def check_gpu_arch(facts: Facts) -> CheckResult:
         return CheckResult(
             cid,
             Status.FAIL,
-            f"{missing[0]} has no code in torch {torch.version}"
-            + (f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""),
+            headline([f"{missing[0]} has no code in torch {torch.version}", *missing[1:]]),
             detail=join_lines(
                 *(f"{m}: not covered" for m in missing),
                 f"compiled architectures ({origin}): {built}",
@@ -226,7 +225,7 @@ def check_driver_support(facts: Facts) -> CheckResult:
             Status.FAIL,
             fails[0],
             detail=join_lines(*fails),
-            fix="\n".join(dict.fromkeys(fixes)),
+            fix=fix_lines(fixes),
         )
     # The resolver answers both questions, so the fixes name the driver this GPU and this
     # platform need (an RTX 5090 needs a CUDA 12.8+ wheel, not just any CUDA 12 one).

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from envkit.checks._common import and_list, join_lines, plural
+from envkit.checks._common import and_list, fix_lines, headline, join_lines, plural
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -102,19 +102,15 @@ def check_gpu_health(facts: Facts) -> CheckResult:
         f, w, x = _problems(gpu)
         fails += f
         warns += w
-        fixes += [fix for fix in x if fix not in fixes]
+        fixes += x
     inventory = [_describe(g) for g in facts.gpus]
     if fails or warns:
-        status = Status.FAIL if fails else Status.WARN
-        first = (fails or warns)[0]
-        more = len(fails) + len(warns) - 1
-        summary = first + (f" (+{more} more)" if more else "")
         return CheckResult(
             ID,
-            status,
-            summary,
+            Status.FAIL if fails else Status.WARN,
+            headline(fails + warns),
             detail=join_lines(*fails, *warns, "", *inventory),
-            fix="\n".join(fixes),
+            fix=fix_lines(fixes),
         )
     names = sorted({g.name or "unknown model" for g in facts.gpus})
     return CheckResult(

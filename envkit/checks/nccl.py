@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from envkit.checks._common import and_list, join_lines
+from envkit.checks._common import and_list, fix_lines, headline, join_lines
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -104,14 +104,12 @@ def check_nccl_env(facts: Facts) -> CheckResult:
     if (nccl_if or env.get("GLOO_SOCKET_IFNAME")) and not interfaces:
         notes.append("network interfaces unknown: the *_SOCKET_IFNAME settings were not verified")
     if fails or warns:
-        first = (fails or warns)[0]
-        more = len(fails) + len(warns) - 1
         return CheckResult(
             ID,
             Status.FAIL if fails else Status.WARN,
-            first + (f" (+{more} more)" if more else ""),
+            headline(fails + warns),
             detail=join_lines(*fails, *warns, *notes, f"interfaces: {state}" if state else ""),
-            fix="\n".join(dict.fromkeys(fixes)),
+            fix=fix_lines(fixes),
         )
     nccl_vars = sorted(k for k in env if k.startswith(("NCCL_", "TORCH_NCCL_", "GLOO_")))
     summary = f"{len(nccl_vars)} NCCL/gloo settings, none harmful" if nccl_vars else "no NCCL/gloo settings"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Final, Optional
 
-from envkit.checks._common import join_lines
+from envkit.checks._common import fix_lines, headline, join_lines
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -100,9 +100,9 @@ def check_toolkit_nvcc(facts: Facts) -> CheckResult:
         return CheckResult(
             ID,
             Status.WARN,
-            warnings[0] if len(warnings) == 1 else f"{warnings[0]} (+{len(warnings) - 1} more)",
+            headline(warnings),
             detail=join_lines(*warnings, "", *all_found),
-            fix="\n".join(fixes),
+            fix=fix_lines(fixes),
         )
     against = f", matches torch's CUDA {torch_cuda.major}.x" if torch_cuda else ""
     return CheckResult(

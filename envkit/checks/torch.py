@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Final
 
-from envkit.checks._common import and_list, join_lines, pip_command
+from envkit.checks._common import and_list, fix_lines, headline, join_lines, pip_command
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -163,13 +163,13 @@ def check_torch_duplicates(facts: Facts) -> CheckResult:
         return CheckResult(
             cid,
             Status.FAIL,
-            problems[0] + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
+            headline(problems),
             detail=join_lines(
                 *problems,
                 "Python imports whichever comes first on sys.path; the other one's files and "
                 "metadata make upgrades and uninstalls unpredictable.",
             ),
-            fix="\n".join(fixes),
+            fix=fix_lines(fixes),
         )
     return CheckResult(cid, Status.PASS, "one torch install")
 
@@ -212,7 +212,7 @@ def check_torch_cuda_libs(facts: Facts) -> CheckResult:
         return CheckResult(
             cid,
             Status.FAIL if fail else Status.WARN,
-            problems[0] + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
+            headline(problems),
             detail=join_lines(
                 *problems,
                 "The loader searches LD_LIBRARY_PATH before the torch wheel's own library folders; "
@@ -222,7 +222,7 @@ def check_torch_cuda_libs(facts: Facts) -> CheckResult:
                 if cached
                 else "",
             ),
-            fix="\n".join(dict.fromkeys(fixes)),
+            fix=fix_lines(fixes),
         )
     if not torch.installed or torch.cuda is None:
         what = "torch is not installed" if not torch.installed else "torch is not a CUDA build"

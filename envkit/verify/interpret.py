@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final, Optional
 
-from envkit.checks._common import join_lines, pip_command
+from envkit.checks._common import headline, join_lines, pip_command
 from envkit.knowledge import load_knowledge
 from envkit.report import CheckResult, Status
 
@@ -132,7 +132,7 @@ def _perf(result: CheckResult, facts: Facts) -> CheckResult:
         return CheckResult(
             result.id,
             Status.WARN,
-            lows[0] + (f" (+{len(lows) - 1} more)" if len(lows) > 1 else ""),
+            headline(lows),
             detail=join_lines(*lows, *lines),
             fix="check clocks and power (`nvidia-smi -q -d PERFORMANCE,POWER`), gpu.health, other jobs",
             metrics=result.metrics,

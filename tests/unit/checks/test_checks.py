@@ -237,6 +237,14 @@ def test_one_bad_gpu_among_many_is_named() -> None:
     assert "nvidia-smi -r -i 5" in result.fix
 
 
+def test_gpu_health_names_each_fix_once() -> None:
+    both = dataclasses.replace(HEALTHY_GPU, remapped_rows_pending=True, retired_pages_pending=True)
+    result = check_gpu_health(dataclasses.replace(HEALTHY, gpus=(both,)))
+    assert result.status is Status.WARN
+    assert result.summary == "GPU 0 (NVIDIA H100 80GB HBM3): a row remap is pending (+1 more)"
+    assert result.fix == "reset the GPU to apply it: sudo nvidia-smi -r -i 0"
+
+
 def test_gpu_health_all_unknown_fields_pass() -> None:
     result = check_gpu_health(dataclasses.replace(HEALTHY, gpus=(GpuFacts(index=0, name="Tesla K80"),)))
     assert result.status is Status.PASS
