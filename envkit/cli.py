@@ -325,8 +325,9 @@ def preflight(
     from envkit.preflight import Watchdog, drain_reason, exit_unanswered
     from envkit.preflight import preflight as run_preflight
     from envkit.system import System
+    from envkit.verify import parse_checks
 
-    checks = tuple(c.strip().removeprefix("verify.") for c in (verify_checks or "").split(",") if c.strip())
+    checks = parse_checks(verify_checks, option="--verify") if verify_checks else ()
     # The watchdog answers if anything below gets stuck past the budget (a C call holding the GIL).
     with Watchdog(timeout + 5.0, exit_unanswered(timeout + 5.0)):
         report = run_preflight(

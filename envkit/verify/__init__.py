@@ -10,7 +10,6 @@ becomes that check's failure with the tail of its stderr; the others still repor
 from __future__ import annotations
 
 import functools
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from envkit.facts import Facts
+    from envkit.report import CheckResult
     from envkit.system import System
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "parse_checks",
     "probe_specs",
     "run_probes",
+    "run_verify_checks",
     "verify",
 ]
 
@@ -57,39 +58,32 @@ class ProbeSpec:
     env: Optional[dict[str, str]] = None
 
 
-def parse_checks(text: Optional[str]) -> tuple[str, ...]:
+def parse_checks(text: Optional[str], *, option: str = "--checks") -> tuple[str, ...]:
+    """A comma list of check names ("verify." optional, repeats dropped); none -> the defaults."""
     if not text:
         return DEFAULT_CHECKS
     names = tuple(dict.fromkeys(n.strip().removeprefix("verify.") for n in text.split(",") if n.strip()))
     unknown = [n for n in names if n not in CHECK_TIMEOUTS]
     if unknown or not names:
         raise InputError(
-            f"--checks {text!r}: unknown {', '.join(unknown) or 'list'}; choose from {', '.join(ALL_CHECKS)}"
+            f"{option} {text!r}: unknown {', '.join(unknown) or 'list'}; choose from {', '.join(ALL_CHECKS)}"
         )
     return names
 
 
-def run_probes(
-    system: System, python: str, specs: Sequence[ProbeSpec], deadline: Optional[float]
-) -> dict[str, ProbeOutcome]:
-    """Run the probes side by side (each bounded by its own timeout and the deadline)."""
+def run_probes(system: System, python: str, specs: Sequence[ProbeSpec]) -> dict[str, ProbeOutcome]:
+    """Run the probes side by side, each bounded by its own timeout and the system's deadline."""
 
     def task(spec: ProbeSpec) -> ProbeOutcome:
         import json
 
-        timeout = (
-            spec.timeout if deadline is None else max(1.0, min(spec.timeout, deadline - time.monotonic()))
+        return run_probe(
+            system, python, spec.script, json.dumps(spec.config), timeout=spec.timeout, env=spec.env
         )
-        return run_probe(system, python, spec.script, json.dumps(spec.config), timeout=timeout, env=spec.env)
 
     tasks: dict[str, Callable[[], Any]] = {spec.check: functools.partial(task, spec) for spec in specs}
     values, _notes = run_bounded(tasks, None)
     return values
-
-
-def _budget(system: System, check: str) -> float:
-    remaining = system.remaining()
-    return CHECK_TIMEOUTS[check] if remaining is None else min(CHECK_TIMEOUTS[check], remaining)
 
 
 def probe_specs(system: System, facts: Facts, checks: Sequence[str], cache_dir: str) -> list[ProbeSpec]:
@@ -106,7 +100,7 @@ def probe_specs(system: System, facts: Facts, checks: Sequence[str], cache_dir: 
         "compile": {},
         "amp": {},
         # The probe gives up on missing ranks before it is killed, so it can name them.
-        "dist": {"timeout_s": max(5.0, _budget(system, "dist") - 10.0)},
+        "dist": {"timeout_s": max(5.0, system.timeout(CHECK_TIMEOUTS["dist"]) - 10.0)},
         "perf": {},
     }
     return [
@@ -132,16 +126,14 @@ def verify(
     """Run the verify checks in the chosen interpreter and report them (envkit.report/1)."""
     system, interp, start = begin_run(system, timeout=timeout, python=python, env_name=env_name)
     facts = detect_for_plan(system, interp)
-    cache_dir = tempfile.mkdtemp(prefix="envkit-verify-")
-    try:
-        specs = probe_specs(system, facts, checks, cache_dir)
-        outcomes = run_probes(
-            system, interp.path, [s for s in specs if s.check not in ALONE], system.deadline
-        )
-        outcomes.update(
-            run_probes(system, interp.path, [s for s in specs if s.check in ALONE], system.deadline)
-        )
-    finally:
-        shutil.rmtree(cache_dir, ignore_errors=True)
-    results = [interpret(spec.check, outcomes.get(spec.check), facts) for spec in specs]
+    results = run_verify_checks(system, interp.path, facts, checks)
     return Report.new(facts, results, duration_s=round(time.monotonic() - start, 3))
+
+
+def run_verify_checks(system: System, python: str, facts: Facts, checks: Sequence[str]) -> list[CheckResult]:
+    """The checks' probes in ``python``: side by side, then the ones in ALONE, one results each."""
+    with tempfile.TemporaryDirectory(prefix="envkit-verify-") as cache_dir:
+        specs = probe_specs(system, facts, checks, cache_dir)
+        outcomes = run_probes(system, python, [s for s in specs if s.check not in ALONE])
+        outcomes.update(run_probes(system, python, [s for s in specs if s.check in ALONE]))
+    return [interpret(spec.check, outcomes.get(spec.check), facts) for spec in specs]

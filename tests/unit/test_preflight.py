@@ -263,6 +263,14 @@ def test_cli_wrong_type_is_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_cli_unknown_verify_check_is_exit_2() -> None:
+    proc = envkit_cmd("preflight", "--verify", "device,compiel")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0] == (
+        "envkit: --verify 'device,compiel': unknown compiel; choose from device, compile, amp, dist, perf"
+    )
+
+
 def test_cli_unhealthy_node_prints_one_reason_line_and_junit(tmp_path: Path) -> None:
     junit = tmp_path / "out" / "preflight.xml"
     proc = envkit_cmd(

@@ -81,7 +81,7 @@ def test_hang_crash_and_garbage_fail_alone_while_the_others_report(tmp_path: Pat
         ProbeSpec("perf", script(tmp_path, "badjson.py", "print(marker + '{broken' + marker)\n"), {}, 10),
     ]
     start = time.monotonic()
-    outcomes = run_probes(System(), sys.executable, specs, None)
+    outcomes = run_probes(System(), sys.executable, specs)
     assert time.monotonic() - start < 8  # the hang is cut at its own 1 s timeout
     results = {s.check: interpret(s.check, outcomes[s.check], FACTS) for s in specs}
     assert results["device"].status is Status.PASS
