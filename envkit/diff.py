@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Optional
 
-from envkit.fingerprint import DEEP_KEYS, TIERS, aspect, fingerprint, order
+from envkit.fingerprint import DEEP_KEYS, TIERS, aspect, fingerprint, order, show
 from envkit.fleet import read_report
 from envkit.report import CheckResult, Status
 
@@ -46,8 +46,7 @@ class Difference:
 
     def shown(self) -> tuple[str, str]:
         """Both values as people read them ("unset", "not installed" for the missing ones)."""
-        absent = aspect(self.key).absent
-        return (absent if self.a is None else self.a, absent if self.b is None else self.b)
+        return (show(self.key, self.a), show(self.key, self.b))
 
 
 @dataclass(frozen=True)

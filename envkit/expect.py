@@ -13,7 +13,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Optional
+from typing import TYPE_CHECKING, Any, Final
 
 from envkit.checks._common import and_list
 from envkit.errors import InputError
@@ -121,14 +121,6 @@ def _spec(value: str, where: str, key: str) -> SpecifierSet:
     return spec
 
 
-def _nccl(facts: Facts) -> Optional[Version]:
-    deep = facts.torch.deep
-    if deep is not None and deep.nccl is not None:
-        return deep.nccl
-    wheel = facts.torch.wheel_lib("nccl")
-    return wheel.version if wheel else None
-
-
 def _result(key: str, ok: bool, expected: str, actual: str, fix: str = "") -> CheckResult:
     cid = f"expect.{key}"  # the id names the key; the summary is expected vs actual
     if ok:
@@ -213,7 +205,7 @@ def check_expectations(expect: Expectations, facts: Facts) -> list[CheckResult]:
         results.append(_result("python", ok, wanted, str(version or "unknown")))
     if "min_nccl" in v:
         nccl_floor = Version(v["min_nccl"])
-        nccl = _nccl(facts)
+        nccl = facts.torch.nccl_version()
         results.append(
             _result(
                 "min_nccl",

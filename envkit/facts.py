@@ -229,6 +229,19 @@ class TorchFacts:
                 return dist
         return None
 
+    def library_version(self, family: str) -> Optional[Version]:
+        """The version of a CUDA library torch would load: its nvidia-* wheel, else the conda package."""
+        wheel = self.wheel_lib(family)
+        if wheel is not None and wheel.version is not None:
+            return wheel.version
+        return next((p.version for p in self.conda_packages if p.name == family), None)
+
+    def nccl_version(self) -> Optional[Version]:
+        """What torch reported loading (--deep) is the truth; else the NCCL it would load."""
+        if self.deep is not None and self.deep.nccl is not None:
+            return self.deep.nccl
+        return self.library_version("nccl")
+
 
 @dataclass(frozen=True)
 class Facts:

@@ -71,21 +71,12 @@ def _release3(version: Optional[Version]) -> Optional[str]:
     return None if version is None else ".".join(str(p) for p in version.release[:3])
 
 
-def _wheel(facts: Facts, family: str) -> Optional[Version]:
-    dist = facts.torch.wheel_lib(family)
-    return None if dist is None else dist.version
-
-
 def _conda(facts: Facts, name: str) -> Optional[Version]:
     return next((p.version for p in facts.torch.conda_packages if p.name == name), None)
 
 
 def _nccl(facts: Facts) -> Optional[str]:
-    # What torch reported loading is the truth; the wheel or conda package is what it would load.
-    deep = facts.torch.deep
-    if deep is not None and deep.nccl is not None:
-        return _release3(deep.nccl)
-    return _release3(_wheel(facts, "nccl") or _conda(facts, "nccl"))
+    return _release3(facts.torch.nccl_version())
 
 
 def _cudnn(facts: Facts) -> Optional[str]:
@@ -95,7 +86,7 @@ def _cudnn(facts: Facts) -> Optional[str]:
         v = deep.cudnn
         major, rest = divmod(v, 10000) if v >= 90000 else divmod(v, 1000)
         return f"{major}.{rest // 100}.{rest % 100}"
-    return _release3(_wheel(facts, "cudnn") or _conda(facts, "cudnn"))
+    return _release3(facts.torch.library_version("cudnn"))
 
 
 def _triton(facts: Facts) -> Optional[str]:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit import __version__
 from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
-from envkit.fingerprint import ASPECTS, aspect, fingerprint, order
+from envkit.fingerprint import ASPECTS, aspect, fingerprint, order, show
 from envkit.report import CheckResult, Report, Status, report_from_json
 
 if TYPE_CHECKING:
@@ -136,9 +136,22 @@ class Fleet:
             return EXIT_CHECK_FAILED
         return EXIT_OK
 
-    def to_json(self, *, strict: bool = False) -> dict[str, Any]:
+    def summary(self, *, strict: bool = False) -> dict[str, Any]:
+        """The counts and the verdict (the JSON's "summary"; the terminal and HTML views say the same)."""
         code = self.exit_code(strict=strict)
         odd = set(self.failing_nodes()) | set(self.deviating_nodes())
+        return {
+            "nodes": len(self.nodes),
+            "healthy": sum(1 for n in self.nodes if n.name not in odd),
+            "failing": len(self.failing_nodes()),
+            "deviating": len(self.deviating_nodes()),
+            "splits": [m.key for m in self.splits()],
+            "status": "healthy" if code == EXIT_OK else "unhealthy",
+            "strict": strict,
+            "exit_code": code,
+        }
+
+    def to_json(self, *, strict: bool = False) -> dict[str, Any]:
         return {
             "schema": FLEET_SCHEMA,
             "envkit_version": __version__,
@@ -184,16 +197,7 @@ class Fleet:
                 for f in self.failures
             ],
             "notes": list(self.notes),
-            "summary": {
-                "nodes": len(self.nodes),
-                "healthy": sum(1 for n in self.nodes if n.name not in odd),
-                "failing": len(self.failing_nodes()),
-                "deviating": len(self.deviating_nodes()),
-                "splits": [m.key for m in self.splits()],
-                "status": "healthy" if code == EXIT_OK else "unhealthy",
-                "strict": strict,
-                "exit_code": code,
-            },
+            "summary": self.summary(strict=strict),
         }
 
 
@@ -257,7 +261,7 @@ def build_fleet(reports: Sequence[tuple[str, Report]]) -> Fleet:
     failures = tuple(Failure(n.name, c) for n in nodes for c in n.report.checks if c.status is Status.FAIL)
     for m in majorities:
         if m.tie:
-            split = ", ".join(f"{aspect(m.key).absent if v is None else v} on {c}" for v, c in m.values)
+            split = ", ".join(f"{show(m.key, v)} on {c}" for v, c in m.values)
             notes.append(f"{m.key}: no majority ({split}); no node is singled out")
     return Fleet(nodes, check_ids, majorities, tuple(deviations), failures, tuple(notes))
 

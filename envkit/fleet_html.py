@@ -7,19 +7,18 @@ check summaries and environment variables come from the machines, not from envki
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Final, Optional
+from typing import TYPE_CHECKING, Final
 
 from envkit import __version__
-from envkit.fingerprint import aspect
+from envkit.fingerprint import aspect, show
 from envkit.fleet import FLEET_SCHEMA
-from envkit.report import Status
+from envkit.report import GLYPHS, Status
 
 if TYPE_CHECKING:
     from envkit.fleet import Fleet, Node
 
 __all__ = ["render_html"]
 
-_GLYPHS: Final = {Status.PASS: "✓", Status.WARN: "!", Status.FAIL: "✗", Status.SKIP: "–"}
 # How many values of one fact are listed before "and N more" (a kernel can differ on every node).
 _MAX_VALUES: Final = 8
 _CSS: Final = """
@@ -46,10 +45,6 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _value(key: str, value: Optional[str]) -> str:
-    return aspect(key).absent if value is None else value
-
-
 def _table(head: tuple[str, ...], rows: list[str]) -> str:
     cells = "".join(f"<th>{_e(h)}</th>" for h in head)
     return f'<table class="list"><thead><tr>{cells}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
@@ -62,9 +57,9 @@ def _facts(fleet: Fleet) -> str:
         if m.tie:
             value = '<span class="bad">no majority</span>'
         else:
-            value = f"<code>{_e(_value(m.key, m.value))}</code>"
+            value = f"<code>{_e(show(m.key, m.value))}</code>"
         others = [(v, n) for v, n in m.values if m.tie or v != m.value]
-        shown = ", ".join(f"<code>{_e(_value(m.key, v))}</code> on {n}" for v, n in others[:_MAX_VALUES])
+        shown = ", ".join(f"<code>{_e(show(m.key, v))}</code> on {n}" for v, n in others[:_MAX_VALUES])
         if len(others) > _MAX_VALUES:
             shown += f" and {len(others) - _MAX_VALUES} more"
         rows.append(
@@ -79,8 +74,8 @@ def _deviations(fleet: Fleet, anchors: dict[str, str]) -> str:
         f'<tr><td><a href="#{anchors[d.node]}">{_e(d.node)}</a></td>'
         f'<td class="{d.severity.value}">{_e(d.severity.value)}</td>'
         f"<td>{_e(aspect(d.key).label)} <span class='dim'>{_e(d.key)}</span></td>"
-        f"<td><code>{_e(_value(d.key, d.actual))}</code></td>"
-        f"<td><code>{_e(_value(d.key, d.expected))}</code></td>"
+        f"<td><code>{_e(show(d.key, d.actual))}</code></td>"
+        f"<td><code>{_e(show(d.key, d.expected))}</code></td>"
         f'<td class="dim">{_e(aspect(d.key).why)}</td></tr>'
         for d in fleet.deviations
     ]
@@ -102,7 +97,7 @@ def _cell(node: Node, check_id: str) -> str:
         return f'<td class="missing" title="{_e(node.name)} · {_e(check_id)}: not in this report">·</td>'
     status = result.status
     title = f"{node.name} · {check_id}: {status.value} — {result.summary}"
-    return f'<td class="{status.value}" title="{_e(title)}">{_GLYPHS[status]}</td>'
+    return f'<td class="{status.value}" title="{_e(title)}">{GLYPHS[status]}</td>'
 
 
 def _heatmap(fleet: Fleet, anchors: dict[str, str]) -> str:
@@ -117,7 +112,7 @@ def _heatmap(fleet: Fleet, anchors: dict[str, str]) -> str:
     by_node: dict[str, list[str]] = {}
     for d in fleet.deviations:
         by_node.setdefault(d.node, []).append(
-            f"{d.key}: {_value(d.key, d.actual)} (fleet: {_value(d.key, d.expected)})"
+            f"{d.key}: {show(d.key, d.actual)} (fleet: {show(d.key, d.expected)})"
         )
     worst = {d.node: d.severity for d in reversed(fleet.deviations)}
     rows = []
@@ -143,15 +138,13 @@ def render_html(fleet: Fleet, *, strict: bool = False) -> str:
     """The whole page as one string (UTF-8 text); ``strict`` as for the exit code."""
     # Node names can be anything a report says; ids derived from the position are always valid.
     anchors = {node.name: f"node-{i}" for i, node in enumerate(fleet.nodes)}
-    failing, deviating = fleet.failing_nodes(), fleet.deviating_nodes()
-    clean = len(fleet.nodes) - len(set(failing) | set(deviating))
-    healthy = fleet.exit_code(strict=strict) == 0
+    s = fleet.summary(strict=strict)
     verdict = (
-        f'<p class="verdict {"ok" if healthy else "bad"}">{"healthy" if healthy else "unhealthy"}: '
-        f"{len(fleet.nodes)} nodes, {clean} without findings, {len(failing)} with a failing check, "
-        f"{len(deviating)} that differ from the fleet</p>"
+        f'<p class="verdict {"ok" if s["exit_code"] == 0 else "bad"}">{s["status"]}: '
+        f"{s['nodes']} nodes, {s['healthy']} without findings, {s['failing']} with a failing check, "
+        f"{s['deviating']} that differ from the fleet</p>"
     )
-    legend = "".join(f'<span class="{s.value}">{_GLYPHS[s]} {s.value}</span>' for s in Status)
+    legend = "".join(f'<span class="{s.value}">{GLYPHS[s]} {s.value}</span>' for s in Status)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -162,9 +155,9 @@ def render_html(fleet: Fleet, *, strict: bool = False) -> str:
         parts.append("<ul>" + "".join(f"<li>{_e(n)}</li>" for n in fleet.notes) + "</ul>")
     parts.append(f"<h2>Fleet facts (the most common value)</h2>{_facts(fleet)}")
     if fleet.deviations:
-        parts.append(f"<h2>Nodes that differ ({len(deviating)})</h2>{_deviations(fleet, anchors)}")
+        parts.append(f"<h2>Nodes that differ ({s['deviating']})</h2>{_deviations(fleet, anchors)}")
     if fleet.failures:
-        parts.append(f"<h2>Failing checks ({len(failing)} nodes)</h2>{_failures(fleet, anchors)}")
+        parts.append(f"<h2>Failing checks ({s['failing']} nodes)</h2>{_failures(fleet, anchors)}")
     parts.append(
         f'<h2>Checks on every node</h2><p class="legend">{legend}'
         '<span class="missing">· not reported</span><span class="dim">hover a cell for its summary</span></p>'

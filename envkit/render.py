@@ -8,7 +8,7 @@ from rich.text import Text
 
 from envkit.checks import AREAS
 from envkit.checks._common import and_list, plural
-from envkit.report import CheckResult, Report, Status
+from envkit.report import ASCII_GLYPHS, GLYPHS, CheckResult, Report, Status
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -20,10 +20,8 @@ if TYPE_CHECKING:
 
     from envkit.facts import Facts
 
-__all__ = ["render_checks", "render_mirrors", "render_plan", "render_report"]
+__all__ = ["glyphs_for", "render_checks", "render_mirrors", "render_plan", "render_report"]
 
-GLYPHS: Final = {Status.PASS: "✓", Status.WARN: "!", Status.FAIL: "✗", Status.SKIP: "–"}
-ASCII_GLYPHS: Final = {Status.PASS: "ok", Status.WARN: "!!", Status.FAIL: "XX", Status.SKIP: "--"}
 # Check ids are padded to one column ("torch.cpu_build_on_gpu" is the longest).
 ID_WIDTH: Final = 23
 STYLES: Final = {
@@ -32,6 +30,11 @@ STYLES: Final = {
     Status.FAIL: "bold red",
     Status.SKIP: "dim",
 }
+
+
+def glyphs_for(console: Console) -> dict[Status, str]:
+    """The status marks this console can print: ✓ ! ✗ – on UTF-8, ASCII elsewhere."""
+    return GLYPHS if (console.encoding or "").lower().startswith("utf") else ASCII_GLYPHS
 
 
 def _facts_lines(facts: Facts) -> list[str]:
@@ -89,8 +92,7 @@ def render_report(
     title: str = "envkit doctor",
 ) -> None:
     """Print the report grouped by area: one line per check, the fix under every warn/fail."""
-    encoding = (console.encoding or "").lower()
-    glyphs = GLYPHS if encoding.startswith("utf") else ASCII_GLYPHS
+    glyphs = glyphs_for(console)
     header = Text(title, style="bold")
     where = report.source or report.host or "this machine"
     header.append(f" — {where}", style="dim")
@@ -178,8 +180,7 @@ def render_mirrors(table: dict[str, Any], console: Console) -> None:
 
 def render_checks(checks: Sequence[CheckResult], console: Console, *, title: str) -> None:
     """A flat list of check results (e.g. ``envkit spec --check``), each with its fix."""
-    encoding = (console.encoding or "").lower()
-    glyphs = GLYPHS if encoding.startswith("utf") else ASCII_GLYPHS
+    glyphs = glyphs_for(console)
     console.print(Text(title, style="bold"))
     for result in checks:
         console.print(_result(result, False, glyphs))

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Final, Optional
 from rich.text import Text
 
 from envkit.checks._common import plural
-from envkit.fingerprint import TIERS, aspect
-from envkit.render import ASCII_GLYPHS, GLYPHS, STYLES
+from envkit.fingerprint import TIERS, aspect, show
+from envkit.render import STYLES, glyphs_for
 from envkit.report import Status
 
 if TYPE_CHECKING:
@@ -30,36 +30,28 @@ MAX_NAMES: Final = 8
 INLINE: Final = 60
 
 
-def _glyphs(console: Console) -> dict[Status, str]:
-    return GLYPHS if (console.encoding or "").lower().startswith("utf") else ASCII_GLYPHS
-
-
 def _names(names: Sequence[str]) -> str:
     shown = ", ".join(names[:MAX_NAMES])
     return shown + (f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else "")
 
 
-def _shown(key: str, value: Optional[str]) -> str:
-    return aspect(key).absent if value is None else value
-
-
 def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> None:
     """Fleet facts, the nodes that differ (grouped by what differs), failing checks, per-check tallies."""
-    glyphs = _glyphs(console)
+    glyphs = glyphs_for(console)
     header = Text("envkit fleet", style="bold")
     header.append(
         f" — {plural(len(fleet.nodes), 'node')}, {plural(len(fleet.check_ids), 'check')}", style="dim"
     )
     console.print(header)
     width = max((len(aspect(m.key).label) for m in fleet.majorities), default=0) + 2
-    values = max((len(_shown(m.key, m.value)) for m in fleet.majorities if not m.tie), default=0) + 2
+    values = max((len(show(m.key, m.value)) for m in fleet.majorities if not m.tie), default=0) + 2
     for m in fleet.majorities:
         line = Text(f"  {aspect(m.key).label:<{width}}")
         if m.tie:
-            split = ", ".join(f"{_shown(m.key, v)} on {n}" for v, n in m.values[:MAX_NAMES])
+            split = ", ".join(f"{show(m.key, v)} on {n}" for v, n in m.values[:MAX_NAMES])
             line.append(f"no majority: {split}", style="yellow")
         else:
-            line.append(f"{_shown(m.key, m.value):<{values}}")
+            line.append(f"{show(m.key, m.value):<{values}}")
             line.append(f"{m.nodes} of {m.total}", style="dim" if m.nodes == m.total else "yellow")
         console.print(line)
     for note in fleet.notes:
@@ -75,8 +67,8 @@ def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> Non
         for (key, actual, expected), nodes in groups.items():
             line = Text("  ")
             line.append(f"{glyphs[severity[key]]} ", style=STYLES[severity[key]])
-            line.append(f"{aspect(key).label} {_shown(key, actual)}", style="bold")
-            line.append(f" (fleet: {_shown(key, expected)}) on {plural(len(nodes), 'node')}: {_names(nodes)}")
+            line.append(f"{aspect(key).label} {show(key, actual)}", style="bold")
+            line.append(f" (fleet: {show(key, expected)}) on {plural(len(nodes), 'node')}: {_names(nodes)}")
             line.append(f"\n      {aspect(key).why}", style="dim")
             console.print(line)
 
@@ -116,20 +108,20 @@ def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> Non
             line.append(f": {_names(odd)}", style=STYLES[worst])
         console.print(line)
 
-    summary = fleet.to_json(strict=strict)["summary"]
+    totals = fleet.summary(strict=strict)
     console.print()
     tally = Text(
-        f"{plural(summary['nodes'], 'node')}: {summary['healthy']} without findings, "
-        f"{summary['failing']} with a failing check, {summary['deviating']} that differ — "
+        f"{plural(totals['nodes'], 'node')}: {totals['healthy']} without findings, "
+        f"{totals['failing']} with a failing check, {totals['deviating']} that differ — "
     )
-    healthy = summary["exit_code"] == 0
+    healthy = totals["exit_code"] == 0
     tally.append("healthy" if healthy else "unhealthy", style="green" if healthy else "bold red")
     console.print(tally)
 
 
 def render_diff(diff: Diff, console: Console) -> None:
     """Differences by rank (likeliest cause first), then the checks whose verdict differs."""
-    glyphs = _glyphs(console)
+    glyphs = glyphs_for(console)
     header = Text("envkit diff", style="bold")
     header.append(f" — A: {diff.a_name}  B: {diff.b_name}", style="dim")
     console.print(header)

@@ -32,6 +32,11 @@ class Status(str, enum.Enum):
     SKIP = "skip"
 
 
+# How a status is shown: on a terminal (render.py), in HTML (fleet_html.py); ASCII where UTF-8 is not.
+GLYPHS: Final = {Status.PASS: "✓", Status.WARN: "!", Status.FAIL: "✗", Status.SKIP: "–"}
+ASCII_GLYPHS: Final = {Status.PASS: "ok", Status.WARN: "!!", Status.FAIL: "XX", Status.SKIP: "--"}
+
+
 @dataclass(frozen=True)
 class CheckResult:
     """One check's verdict: a one-line summary, why (detail), and the exact fix."""

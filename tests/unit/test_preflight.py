@@ -16,7 +16,7 @@ import pytest
 
 from envkit.errors import InputError
 from envkit.expect import apply_require_ignore, check_expectations, load_expectations
-from envkit.facts import Distribution, DriverFacts, Facts, GpuFacts, PythonFacts, TorchFacts
+from envkit.facts import CondaPackage, Distribution, DriverFacts, Facts, GpuFacts, PythonFacts, TorchFacts
 from envkit.junit import junit_xml
 from envkit.preflight import KNOWN_CHECKS, Watchdog, drain_reason, preflight
 from envkit.report import CheckResult, Report, Status
@@ -138,6 +138,16 @@ def test_drift_says_expected_and_actual(tmp_path: Path) -> None:
             'min_nccl = "2.21"',
             {"torch": TorchFacts(version=Version("2.5.1"))},
             "expected ≥ 2.21, found unknown",
+        ),
+        (  # a conda environment's NCCL comes as the conda package "nccl" (fleet and diff read it too)
+            'min_nccl = "2.21"',
+            {
+                "torch": TorchFacts(
+                    version=Version("2.5.1"),
+                    conda_packages=(CondaPackage("nccl", Version("2.23.4"), "h2b5d15b_3", "conda-forge"),),
+                )
+            },
+            "2.23.4 (expected ≥ 2.21)",
         ),
         ("min_gpu_memory_mib = 80000", {}, "all above (expected ≥ 80000 MiB per GPU)"),
         ("min_gpu_memory_mib = 81920", {}, "expected ≥ 81920 MiB per GPU, found 8 GPU(s) below"),
