@@ -36,6 +36,7 @@ __all__ = [
     "CreateFailed",
     "Installation",
     "Step",
+    "backend_exe",
     "build_steps",
     "choose_backend",
     "execute",
@@ -102,16 +103,27 @@ def _quote(arg: str) -> str:
     return shlex.quote(arg)
 
 
-def choose_backend(system: System, wanted: str, plan: Plan) -> tuple[str, str]:
-    """(backend, its executable). ``auto``: the conda family for a conda plan, else uv, else venv."""
+def backend_exe(system: System, wanted: str) -> str:
+    """The executable of a ``--backend`` ("" for venv and auto); InputError when unknown or missing."""
     if wanted not in BACKENDS:
         raise InputError(f"--backend {wanted!r}: one of {', '.join(BACKENDS)}")
+    if wanted in ("auto", "venv"):
+        return ""
+    exe = find_tool(system, wanted)
+    if exe is None:
+        raise InputError(f"--backend {wanted}: `{wanted}` is not installed (not on PATH)")
+    return exe
+
+
+def choose_backend(system: System, wanted: str, plan: Plan) -> tuple[str, str]:
+    """(backend, its executable). ``auto``: the conda family for a conda plan, else uv, else venv."""
+    exe = backend_exe(system, wanted)
     if wanted == "auto":
         if plan.channel == "conda":
             for name in CONDA_FAMILY:
-                exe = find_tool(system, name)
-                if exe:
-                    return name, exe
+                found = find_tool(system, name)
+                if found:
+                    return name, found
             raise InputError(
                 "the plan is for conda but no conda, mamba or micromamba is installed",
                 hint="install micromamba (https://mamba.readthedocs.io) or use --channel pip",
@@ -120,9 +132,6 @@ def choose_backend(system: System, wanted: str, plan: Plan) -> tuple[str, str]:
         return ("uv", uv) if uv else ("venv", "")
     if wanted == "venv":
         return "venv", ""
-    exe = find_tool(system, wanted)
-    if exe is None:
-        raise InputError(f"--backend {wanted}: `{wanted}` is not installed (not on PATH)")
     if wanted in CONDA_FAMILY and plan.channel != "conda":
         raise InputError(f"--backend {wanted} installs conda packages: add --channel conda")
     if wanted in ("uv", "venv") and plan.channel == "conda":
@@ -167,12 +176,11 @@ def _version_of(system: System, exe: str) -> Optional[str]:
     return result.stdout.strip() if result.ok else None
 
 
-def _index_args(torch_index: Sequence[str], *, wheelhouse: Optional[str], offline: bool) -> list[str]:
-    if offline:
-        if not wheelhouse:
-            raise InputError("--offline needs --wheelhouse DIR: the wheels have to come from somewhere")
-        return ["--no-index", "--find-links", wheelhouse]
-    return [*torch_index, *(["--find-links", wheelhouse] if wheelhouse else [])]
+def _index_args(index: Sequence[str], *, wheelhouse: Optional[str], offline: bool) -> list[str]:
+    """Where pip looks: ``index`` and the wheelhouse, or offline the wheelhouse alone (prepare()
+    refuses --offline without one)."""
+    local = ["--find-links", wheelhouse] if wheelhouse else []
+    return ["--no-index", *local] if offline else [*index, *local]
 
 
 def build_steps(
@@ -213,10 +221,7 @@ def build_steps(
         create = [base_python(system, version), "-m", "venv", str(prefix)]
         install = [str(python), "-m", "pip", "install", *torch_requirements, *index]
         extra = [str(python), "-m", "pip", "install", *extra_pip, "--constraint", constraints]
-    if offline:
-        extra += ["--no-index", "--find-links", str(wheelhouse)]
-    else:
-        extra += [*extra_index, *(["--find-links", wheelhouse] if wheelhouse else [])]
+    extra += _index_args(extra_index, wheelhouse=wheelhouse, offline=offline)
     steps = [
         Step("create the environment", tuple(create), VENV_TIMEOUT_S),
         Step(f"install torch {plan.torch}+{plan.variant}", tuple(install), INSTALL_TIMEOUT_S),

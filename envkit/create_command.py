@@ -56,7 +56,7 @@ def run(
     console: Any,
     errors: Any,
 ) -> int:
-    from envkit.create import execute
+    from envkit.create import CONDA_FAMILY, execute
     from envkit.create_prepare import CreateRequest, prepare
     from envkit.system import System
 
@@ -91,7 +91,7 @@ def run(
         render_report(report, console, title="envkit verify")
     where = (
         f"conda activate {install.prefix}"
-        if install.backend in ("conda", "mamba", "micromamba")
+        if install.backend in CONDA_FAMILY
         else f"source {install.prefix}/bin/activate"
     )
     errors.print(f"created {install.prefix}; use it with: {where}", markup=False)

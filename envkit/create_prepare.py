@@ -3,15 +3,14 @@ backend, the place, the spec files and the exact command lines (``--dry-run`` pr
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from envkit.create import (
-    BACKENDS,
     CONDA_FAMILY,
     Installation,
+    backend_exe,
     build_steps,
     choose_backend,
     default_prefix,
@@ -19,12 +18,13 @@ from envkit.create import (
 )
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge
+from envkit.mirrors import pip_args
 from envkit.planning import PlanFlags, make_plan
+from envkit.spec_pip import pip_source
 from envkit.specs import render_specs, spec_flags, spec_mirrors
 from envkit.templates import Template, builtin_dir, load_template
 
 if TYPE_CHECKING:
-    from envkit.mirrors import Mirror
     from envkit.system import System
 
 __all__ = ["CreateRequest", "prepare"]
@@ -58,22 +58,8 @@ def _format(system: System, request: CreateRequest, template: Template) -> str:
     if request.backend in ("uv", "venv"):
         return "pip"
     wants_conda = request.flags.channel == "conda" or template.channel == "conda"
-    installed = any(system.which(n) for n in CONDA_FAMILY) or "CONDA_EXE" in system.env
+    installed = any(find_tool(system, n) for n in CONDA_FAMILY)
     return "conda" if wants_conda and installed else "pip"
-
-
-def _mirror_args(mirrors: tuple[Mirror, ...], variant: str) -> tuple[list[str], list[str]]:
-    """(the torch index options, the options for everything else) from the chosen mirrors."""
-    from envkit.mirrors import pip_args
-
-    torch_index: list[str] = []
-    extra: list[str] = []
-    for mirror in mirrors:
-        if mirror.kind == "torch-wheels":
-            torch_index = list(pip_args(mirror, variant, reveal_credentials=True))
-        elif mirror.kind == "pypi":
-            extra = list(pip_args(mirror, variant, reveal_credentials=True))
-    return torch_index, extra
 
 
 def prepare(system: System, request: CreateRequest) -> Installation:
@@ -84,14 +70,10 @@ def prepare(system: System, request: CreateRequest) -> Installation:
         raise InputError("--offline needs --wheelhouse DIR: the wheels have to come from somewhere")
     if request.wheelhouse and not Path(request.wheelhouse).is_dir():
         raise InputError(f"--wheelhouse {request.wheelhouse}: not a folder")
-    if request.backend not in BACKENDS:
-        raise InputError(f"--backend {request.backend!r}: one of {', '.join(BACKENDS)}")
-    if request.backend not in ("auto", "venv") and find_tool(system, request.backend) is None:
-        raise InputError(f"--backend {request.backend}: `{request.backend}` is not installed (not on PATH)")
+    backend_exe(system, request.backend)  # an unknown or missing installer fails before resolving
     template = _template(request)
     fmt = _format(system, request, template)
-    flags = dataclasses.replace(request.flags, channel="conda" if fmt == "conda" else "pip")
-    plan = make_plan(system, spec_flags(template, flags, fmt))
+    plan = make_plan(system, spec_flags(template, request.flags, fmt))  # fmt decides the channel
     backend, exe = choose_backend(system, request.backend, plan)
     name = request.name or Path(str(request.prefix)).name
     prefix = (
@@ -100,16 +82,24 @@ def prepare(system: System, request: CreateRequest) -> Installation:
         else default_prefix(system, name, backend)
     )
     mirrors = spec_mirrors(list(request.mirrors), plan.variant) if request.mirrors else ()
-    spec_files = render_specs(
-        plan, template, fmt, mirror=mirrors or None, env_name=name, knowledge=load_knowledge()
+    k = load_knowledge()
+    spec_files = render_specs(plan, template, fmt, mirror=mirrors or None, env_name=name, knowledge=k)
+    # torch comes from where the written spec says (the same decision, with the real credentials).
+    by_kind = {m.kind: m for m in mirrors}
+    pypi_mirror = by_kind.get("pypi")
+    source = pip_source(
+        plan,
+        template,
+        k,
+        torch_mirror=by_kind.get("torch-wheels"),
+        pypi_mirror=pypi_mirror,
+        reveal_credentials=True,
     )
-    pins = plan.requirements(template.torch_packages)
+    pins = list(source.pins)
     # The template's other packages come from PyPI (or its mirror) with torch held to the plan, so
     # nothing can swap the build (a dependency that pins another torch then fails loudly).
     spec_files["constraints.txt"] = "\n".join(pins) + "\n"
-    torch_index, extra_index = _mirror_args(mirrors, plan.variant)
-    if not torch_index and plan.index_url:
-        torch_index = ["--index-url", plan.index_url]
+    extra_index = list(pip_args(pypi_mirror, plan.variant, reveal_credentials=True)) if pypi_mirror else []
     staging = prefix.with_name(f".{prefix.name}.envkit-spec")
     python, steps = build_steps(
         system,
@@ -121,7 +111,7 @@ def prepare(system: System, request: CreateRequest) -> Installation:
         extra_pip=(*template.packages, *template.pip_packages),
         staging=staging,
         spec_files=spec_files,
-        torch_index=torch_index,
+        torch_index=source.argv(),
         extra_index=extra_index,
         wheelhouse=str(Path(request.wheelhouse).absolute()) if request.wheelhouse else None,
         offline=request.offline,

@@ -72,11 +72,10 @@ def _channels(environment_yml: str) -> tuple[str, ...]:
 
 def _check_reachable(channels: Sequence[str]) -> None:
     """Every channel must answer within seconds; otherwise say so rather than let conda retry."""
-    from envkit.webprobe import FetchJob, redact, run_jobs
+    from envkit.mirrors import probe
 
     urls = [c if "://" in c else f"{CHANNEL_HOST}/{c}/" for c in channels]
-    jobs = [FetchJob(None, redact(u), u, None, None, None, "") for u in urls]
-    results = run_jobs(jobs, timeout=REACH_TIMEOUT_S, total=REACH_TIMEOUT_S + 1)
+    results = probe(urls, timeout=REACH_TIMEOUT_S, total=REACH_TIMEOUT_S + 1)
     down = [r for r in results if not r.ok]
     if down:
         what = "; ".join(f"{r.url}: {r.error}" for r in down)
@@ -97,21 +96,18 @@ def prepare_lock(
     mirrors: Sequence[str] = (),
 ) -> LockJob:
     """Resolve the plan and build conda-lock's command line (nothing is run or written)."""
-    import dataclasses
-
-    from envkit.knowledge import load_knowledge
     from envkit.planning import make_plan
     from envkit.specs import render_specs, spec_flags, spec_mirrors
     from envkit.templates import load_template
 
     template = load_template(template_name)
-    plan = make_plan(system, spec_flags(template, dataclasses.replace(flags, channel="conda"), "conda-lock"))
+    plan = make_plan(system, spec_flags(template, flags, "conda-lock"))  # the format picks conda
     subdirs = list(platforms) or [SUBDIRS.get(plan.platform, "linux-64")]
     unknown = [p for p in subdirs if p not in SUBDIRS.values()]
     if unknown:
         raise InputError(f"--lock-platform {', '.join(unknown)}: one of {', '.join(SUBDIRS.values())}")
     chosen = spec_mirrors(list(mirrors), plan.variant) if mirrors else None
-    inputs = render_specs(plan, template, "conda-lock", mirror=chosen, knowledge=load_knowledge())
+    inputs = render_specs(plan, template, "conda-lock", mirror=chosen)
     lockfile = Path(out_dir).absolute() / "conda-lock.yml"
     argv = [
         *conda_lock_command(system),

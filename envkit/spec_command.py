@@ -54,8 +54,6 @@ def render(
     console: Any,
     errors: Any,
 ) -> int:
-    from envkit.knowledge import load_knowledge
-    from envkit.mirrors import default_cache_path
     from envkit.planning import make_plan
     from envkit.specs import default_format, render_specs, spec_flags, spec_mirrors, write_specs
     from envkit.system import System
@@ -64,15 +62,9 @@ def render(
     template = load_template(template_name)
     chosen = fmt or default_format(template)
     plan = make_plan(System(), spec_flags(template, flags, chosen, pip_in_conda=pip_in_conda))
-    chosen_mirrors = spec_mirrors(mirrors, plan.variant, cache_path=default_cache_path()) if mirrors else None
+    chosen_mirrors = spec_mirrors(mirrors, plan.variant) if mirrors else None
     files = render_specs(
-        plan,
-        template,
-        chosen,
-        mirror=chosen_mirrors,
-        pip_in_conda=pip_in_conda,
-        env_name=name,
-        knowledge=load_knowledge(),
+        plan, template, chosen, mirror=chosen_mirrors, pip_in_conda=pip_in_conda, env_name=name
     )
     for warning in plan.warnings:
         errors.print(f"envkit: warning: {warning}", markup=False)

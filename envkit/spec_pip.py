@@ -73,18 +73,21 @@ class PipSource:
     notes: tuple[str, ...]  # why, one comment line each
     secrets: tuple[str, ...]  # environment variables the file's URLs expect
 
-    def options(self) -> list[str]:
-        """requirements.txt option lines."""
-        lines = []
-        if self.torch_index:
-            lines.append(f"--index-url {self.torch_index}")
-        elif self.default_index:
-            lines.append(f"--index-url {self.default_index}")
+    def argv(self) -> list[str]:
+        """pip's options for installing torch and its companions from here."""
+        args = []
+        if self.torch_index or self.default_index:
+            args += ["--index-url", str(self.torch_index or self.default_index)]
         if self.torch_links:
-            lines.append(f"--find-links {self.torch_links}")
+            args += ["--find-links", self.torch_links]
         if self.extra_index:
-            lines.append(f"--extra-index-url {self.extra_index}")
-        return lines
+            args += ["--extra-index-url", self.extra_index]
+        return args
+
+    def options(self) -> list[str]:
+        """requirements.txt option lines: the same options, one per line."""
+        args = self.argv()
+        return [f"{option} {value}" for option, value in zip(args[::2], args[1::2])]
 
     def repositories(self) -> list[str]:
         """PEP 503 indexes besides PyPI (conda-lock's ``pip-repositories``)."""
@@ -120,11 +123,23 @@ def pip_source(
     torch_mirror: Optional[Mirror] = None,
     pypi_mirror: Optional[Mirror] = None,
     extras: tuple[str, ...] = (),
+    reveal_credentials: bool = False,
 ) -> PipSource:
-    """Decide the indexes for torch, its companions and ``extras`` (the template's other pip packages)."""
+    """Decide the indexes for torch, its companions and ``extras`` (the template's other pip packages).
+
+    The URLs are as a spec file holds them (``${ENVKIT_*}`` for credentials) unless
+    ``reveal_credentials``: the installer's own argv (``envkit create``), never printed or written.
+    """
     secrets: list[str] = []
+
+    def url_for(url: str, role: str) -> str:
+        return url if reveal_credentials else file_url(url, role, secrets)
+
     pins = tuple(plan.requirements(template.torch_packages))
-    pypi = file_url(pypi_mirror.url, "PYPI_INDEX", secrets) if pypi_mirror else None
+    pypi = None
+    if pypi_mirror is not None:
+        _option, url = pip_args(pypi_mirror, plan.variant, reveal_credentials=reveal_credentials)
+        pypi = url_for(url, "PYPI_INDEX")
     notes: list[str] = []
     if plan.index_url is None:  # macOS: PyPI's wheels are the build
         notes.append(f"torch {plan.torch} for {plan.platform} comes from PyPI itself (no variant index).")
@@ -142,8 +157,8 @@ def pip_source(
         option, url = "--index-url", str(plan.index_url)
         name = f"pytorch-{plan.variant}"
     else:
-        option, url = pip_args(torch_mirror, plan.variant)
-        url = file_url(url, "TORCH_INDEX", secrets)
+        option, url = pip_args(torch_mirror, plan.variant, reveal_credentials=reveal_credentials)
+        url = url_for(url, "TORCH_INDEX")
         known = torch_mirror.name != "url"  # from envkit's table, not a URL that may host private names
         name = f"{torch_mirror.name if known else 'torch'}-{plan.variant}"
         if option == "--find-links":

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, Optional, Union
 
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge
-from envkit.mirrors import Mirror, load_mirrors, resolve_mirror
+from envkit.mirrors import Mirror, default_cache_path, load_mirrors, resolve_mirror
 from envkit.resolve import parse_torch_spec
 from envkit.spec_conda import render_environment, render_virtual_packages
 from envkit.spec_pip import (
@@ -89,8 +89,10 @@ def _kind(value: str) -> tuple[str, str]:
 
 
 def spec_mirrors(values: Sequence[str], variant: str, **options: Any) -> tuple[Mirror, ...]:
-    """Resolve each ``--mirror`` value (envkit.mirrors.resolve_mirror; ``options`` are passed on, e.g.
-    ``cache_path``) to the mirror of its kind: at most one torch-wheels, one PyPI, one conda mirror."""
+    """Resolve each ``--mirror`` value (envkit.mirrors.resolve_mirror; ``options`` are passed on) to the
+    mirror of its kind: at most one torch-wheels, one PyPI, one conda mirror. ``auto`` remembers its
+    choice in the user's cache (``cache_path``) unless told otherwise."""
+    options.setdefault("cache_path", default_cache_path())
     mirrors = []
     for value in values:
         kind, spec = _kind(value.strip())

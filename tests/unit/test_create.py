@@ -95,6 +95,44 @@ def test_venv_and_uv_dry_run_commands(tmp_path: Path) -> None:
     )
 
 
+def test_torch_installs_from_where_the_written_spec_says(tmp_path: Path) -> None:
+    """create runs the spec's decision (envkit.spec_pip.pip_source), with the real credentials."""
+    system = fake_tools(tmp_path)
+    # A torch mirror other than pytorch's: PyPI beside it for the nvidia-* dependencies, as in the spec.
+    sjtu = prepare(system, CreateRequest(name="a", flags=CPU_213, backend="venv", mirrors=("sjtu",)))
+    assert sjtu.steps[1].argv[-4:] == (
+        "--index-url",
+        "https://mirror.sjtu.edu.cn/pytorch-wheels/cpu",
+        "--extra-index-url",
+        "https://pypi.org/simple",
+    )
+    assert "--extra-index-url https://pypi.org/simple\n" in sjtu.spec_files["requirements.txt"]
+    # Only a PyPI mirror, and PyPI's torch of this release is the planned build: torch from the mirror.
+    flags = PlanFlags(
+        torch="2.8.0",
+        cuda="12.8",
+        driver="580.65.06",
+        gpus=("sm_90",),
+        python="3.11",
+        platform="linux-x86_64",
+    )
+    tuna = prepare(system, CreateRequest(name="b", flags=flags, backend="venv", mirrors=("tuna",)))
+    assert tuna.steps[1].argv[4:] == (
+        "torch==2.8.0",
+        "torchvision==0.23.0",
+        "torchaudio==2.8.0",
+        "--index-url",
+        "https://pypi.tuna.tsinghua.edu.cn/simple",
+    )
+    assert tuna.spec_files["constraints.txt"].startswith("torch==2.8.0\n")
+    # Credentials reach the installer's argv, never the files or what is shown.
+    private = ("https://me:s3cret@wheels.example.org/whl", "pypi=https://u:p@pypi.example.org/simple")
+    own = prepare(system, CreateRequest(name="c", flags=CPU_213, backend="venv", mirrors=private))
+    assert own.steps[1].argv[-2:] == ("--index-url", "https://me:s3cret@wheels.example.org/whl/cpu")
+    assert "s3cret" not in own.steps[1].shown()
+    assert not any("s3cret" in text for text in own.spec_files.values())
+
+
 def test_auto_backend(tmp_path: Path) -> None:
     assert prepare(fake_tools(tmp_path / "a", "uv"), CreateRequest(name="x", flags=CPU_213)).backend == "uv"
     assert prepare(fake_tools(tmp_path / "b"), CreateRequest(name="x", flags=CPU_213)).backend == "venv"
