@@ -26,7 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from envkit._serial import to_jsonable
 from envkit.errors import InputError
-from envkit.knowledge import KnowledgeError, Row, read_table, table_rows
+from envkit.knowledge import VARIANT_PATTERN, KnowledgeError, Row, is_variant, read_table, table_rows
 from envkit.mirror_cache import cache_key, default_cache_path, read_cache, write_cache
 from envkit.webprobe import Auth, FetchJob, ProbeResult, redact, run_jobs, split_credentials
 
@@ -60,7 +60,7 @@ _NAME_RE: Final = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _PACKAGE_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # The folders of download.pytorch.org/whl (compat-data §5c): cpu, cuXYZ, rocmX.Y, xpu, also under
 # nightly/ and test/.
-_VARIANT_RE: Final = re.compile(r"^(?:(?:nightly|test)/)?(?:cpu|cu\d{3}|rocm\d+(?:\.\d+)*|xpu)$")
+_VARIANT_RE: Final = re.compile(rf"^(?:(?:nightly|test)/)?{VARIANT_PATTERN}$")  # nightly/cu128 too
 
 
 @dataclass(frozen=True)
@@ -425,7 +425,7 @@ def _url_mirror(spec: str, variant: str, kind: str) -> tuple[Mirror, str]:
     base = spec.rstrip("/")
     if kind == "torch-wheels":
         last = base.rsplit("/", 1)[-1]
-        if _VARIANT_RE.match(last):  # an index URL as pip takes it: …/whl/cu121
+        if is_variant(last):  # an index URL as pip takes it: …/whl/cu121
             if last != variant:
                 raise InputError(
                     f"--mirror {redact(spec)}: this is the {last} index, but the plan needs {variant}"

@@ -35,6 +35,7 @@ from envkit.plan import (
     parse_cuda_request,
     parse_torch_spec,
 )
+from envkit.target import is_jetson
 from envkit.versions import NvVersion, Version
 
 if TYPE_CHECKING:
@@ -171,8 +172,8 @@ class _Evaluator:
         return _Candidate(release, variant, route, ordered, risk, needed)
 
     def _gpu_driver_failures(self) -> list[tuple[str, str]]:
-        driver = self.target.driver
-        if driver is None or driver.major < 200:  # no driver, or a Jetson L4T release number
+        driver = self.target.checked_driver
+        if driver is None:
             return []
         failures = []
         for gpu in self.target.gpus:
@@ -203,8 +204,8 @@ class _Evaluator:
 
     def _driver(self, cuda: Version) -> tuple[list[tuple[str, str]], Optional[str], Optional[NvVersion]]:
         """(failures, the PTX-JIT risk warning, the floor that was not met) for one CUDA version."""
-        driver = self.target.driver
-        if driver is None or driver.major < 200:
+        driver = self.target.checked_driver
+        if driver is None:
             return [], None, None
         floor, own = self.k.driver_floors(cuda, windows=self.windows)
         if floor is not None and driver < floor:
@@ -291,7 +292,7 @@ def _plan(
             "planning a CUDA build without a driver to check: the machines that run it need a "
             f"driver for CUDA {variant_cuda(chosen.variant)}"
         )
-    if target.driver is not None and target.driver.major < 200:
+    if is_jetson(target.driver):
         warnings.append(
             f"driver {target.driver} looks like a Jetson (L4T) release: its torch wheels come "
             "from NVIDIA's Jetson index, not checked here"

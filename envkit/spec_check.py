@@ -65,12 +65,8 @@ def _versions(versions: tuple[Version, ...]) -> str:
 def _toolkit_fix(it: SpecIntent, pin: Pin, wanted: Optional[Version], published: list[Release]) -> str:
     if published:
         options = published[0].conda_pytorch_cuda
-        driver = it.target.driver
-        runs = [
-            v
-            for v in options
-            if driver is None or driver.major < 200 or driver >= (it.k.driver_floors(v)[0] or driver)
-        ]
+        driver = it.target.checked_driver
+        runs = [v for v in options if driver is None or driver >= (it.k.driver_floors(v)[0] or driver)]
         fitting = [v for v in runs if wanted is None or v <= wanted] or runs or list(options)
         pick = wanted if wanted in runs else max(fitting)
         return (
@@ -228,28 +224,27 @@ def _driver(it: SpecIntent) -> CheckResult:
         return _result("spec.driver", found, "the CPU build needs no driver")
     if it.cuda is None:
         return _result("spec.driver", [], "", skip="the file does not say which CUDA build it installs")
-    if t.driver is None or t.driver.major < 200:  # none, or a Jetson L4T release number
+    driver = t.checked_driver
+    if driver is None:
         return _result("spec.driver", [], "", skip="no target driver to check against (pass --driver)")
     floor, own = it.k.driver_floors(it.cuda, windows=it.windows)
     own = None if it.major_only else own
     what = f"CUDA {it.cuda.major}.x" if it.major_only else f"CUDA {it.cuda}"
-    if floor is not None and t.driver < floor:
+    if floor is not None and driver < floor:
         plan = it.plan(torch=spec)
         fix = (
             f"use {plan.variant}: {it.command(plan)}; " if plan else ""
         ) + f"or upgrade the driver to ≥ {own or floor}"
         why = "NVIDIA's minor-version-compatibility floor for the CUDA major (CUDA release notes, Table 2)."
-        found.append(
-            (Status.FAIL, f"driver {t.driver} cannot run {what}: it needs {floor} or newer", why, fix)
-        )
-    elif own is not None and t.driver < own:
+        found.append((Status.FAIL, f"driver {driver} cannot run {what}: it needs {floor} or newer", why, fix))
+    elif own is not None and driver < own:
         why = (
             f"{what} shipped with driver {own} (NVIDIA's Table 3): PTX JIT (torch.compile, Triton) may fail "
             "with 'the provided PTX was compiled with an unsupported toolchain'."
         )
-        summary = f"driver {t.driver} runs {what} only through minor-version compatibility"
+        summary = f"driver {driver} runs {what} only through minor-version compatibility"
         found.append((Status.WARN, summary, why, f"upgrade the driver to ≥ {own}"))
-    return _result("spec.driver", found, f"driver {t.driver} runs {what}")
+    return _result("spec.driver", found, f"driver {driver} runs {what}")
 
 
 def _arch(it: SpecIntent) -> CheckResult:

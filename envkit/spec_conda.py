@@ -21,17 +21,16 @@ import re
 from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.errors import InputError
-from envkit.knowledge import Knowledge, read_table, table_rows
 from envkit.spec_pip import comment, header
-from envkit.versions import NvVersion, Version
 
 if TYPE_CHECKING:
+    from envkit.knowledge import Knowledge
     from envkit.mirrors import Mirror
     from envkit.resolve import Plan
     from envkit.spec_pip import PipSource
     from envkit.templates import Template
 
-__all__ = ["SUBDIRS", "cuda_for_driver", "render_environment", "render_virtual_packages"]
+__all__ = ["SUBDIRS", "render_environment", "render_virtual_packages"]
 
 # envkit platform -> conda subdir.
 SUBDIRS: Final = {
@@ -56,28 +55,6 @@ def _yaml(value: str) -> str:
     return value if _PLAIN.match(value) else json.dumps(value)
 
 
-def cuda_for_driver(k: Knowledge, driver: NvVersion, *, windows: bool = False) -> Optional[Version]:
-    """The newest CUDA minor a driver runs in full: the newest toolkit of NVIDIA's Table 3 ("CUDA
-    Toolkit and Corresponding Driver Versions") whose driver the given one meets. That is the
-    version nvidia-smi prints and conda's ``__cuda`` reports ("maximum version of CUDA supported by
-    the display driver", docs.conda.io manage-virtual). cuda.toml's [[toolkit]] rows have the GA row
-    of each wheel's minor, its [[toolkit_update]] rows the others (12.2, 12.3, …)."""
-    floors: dict[Version, NvVersion] = {}
-    for tk in k.toolkits.values():
-        floor = tk.windows_driver if windows else tk.linux_driver
-        if floor is not None:
-            floors[Version(f"{tk.cuda.major}.{tk.cuda.minor}")] = floor
-    for row in table_rows(read_table("cuda"), "cuda.toml", "toolkit_update"):
-        cuda = row.version("cuda")
-        floor = row.version("windows_driver" if windows else "linux_driver", optional=True)
-        if floor is None:
-            continue
-        minor = Version(f"{cuda.major}.{cuda.minor}")
-        floors[minor] = min(floor, floors.get(minor, floor))
-    fitting = [cuda for cuda, floor in floors.items() if driver >= floor]
-    return max(fitting) if fitting else None
-
-
 def render_virtual_packages(plan: Plan, k: Knowledge, template_name: str, regen: str) -> str:
     """conda-lock's ``--virtual-package-spec`` file for the plan's target (conda-lock docs,
     "Virtual packages"; the format of its default-virtual-packages.yaml)."""
@@ -86,9 +63,9 @@ def render_virtual_packages(plan: Plan, k: Knowledge, template_name: str, regen:
     lines = header(
         plan, template_name, "conda-lock reads virtual-packages.yml from its folder by name", regen
     )
-    driver = plan.target.driver
-    if driver is not None and driver.major >= 200 and subdir != "osx-arm64":
-        cuda = cuda_for_driver(k, driver, windows=subdir == "win-64")
+    driver = plan.target.checked_driver
+    if driver is not None and subdir != "osx-arm64":
+        cuda = k.cuda_for_driver(driver, windows=subdir == "win-64")
         if cuda is not None:
             packages["__cuda"] = str(cuda)
             lines.append(

@@ -8,12 +8,11 @@ itself is envkit.spec_parse's.
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.errors import InputError, NoBuildError
-from envkit.knowledge import Knowledge, Release, variant_cuda
+from envkit.knowledge import Knowledge, Release, is_variant, variant_cuda
 from envkit.resolve import Request, parse_cuda_request, resolve
 from envkit.spec_parse import Pin, SpecFile
 from envkit.target import Target
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SpecIntent", "admits", "intent_of", "variant_of_url", "version_of"]
 
-_VARIANT_RE: Final = re.compile(r"^(cpu|cu\d{3}|rocm\d+(?:\.\d+)*|xpu)$")
 _TORCH_NAMES: Final = ("pytorch", "pytorch-gpu", "pytorch-cpu")
 ANACONDA: Final = ("defaults", "main", "anaconda", "pkgs/main")
 
@@ -86,7 +84,7 @@ def admits(spec: Optional[SpecifierSet], version: Version) -> bool:
 def variant_of_url(url: str) -> Optional[str]:
     """``…/whl/cu121`` -> cu121: a torch wheel index names its variant in its last path segment."""
     last = url.rstrip("/").rsplit("/", 1)[-1]
-    return last if _VARIANT_RE.match(last) else None
+    return last if is_variant(last) else None
 
 
 def _channel_name(channel: str) -> str:

@@ -4,7 +4,7 @@ GPUs can plan for its compute nodes (``--driver 535.104.05 --gpu sm_90``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.errors import InputError
 from envkit.knowledge import PLATFORMS, Knowledge
@@ -35,6 +35,14 @@ class GpuTarget:
         return f"{self.name} ({self.cc.sm})" if self.name else self.cc.sm
 
 
+# Jetson drivers carry L4T release numbers (35.3.1): not desktop / data-center drivers, not checked.
+JETSON_DRIVER_BELOW: Final = 200
+
+
+def is_jetson(driver: Optional[NvVersion]) -> bool:
+    return driver is not None and driver.major < JETSON_DRIVER_BELOW
+
+
 @dataclass(frozen=True)
 class Target:
     platform: str
@@ -46,6 +54,11 @@ class Target:
     @property
     def has_nvidia(self) -> bool:
         return self.driver is not None or bool(self.gpus)
+
+    @property
+    def checked_driver(self) -> Optional[NvVersion]:
+        """The driver the rules apply to: None without one, or for a Jetson (L4T) release."""
+        return None if is_jetson(self.driver) else self.driver
 
     def describe(self) -> str:
         parts = [self.platform]

@@ -52,6 +52,8 @@ from typing import TYPE_CHECKING, Final, Optional
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from envkit.knowledge import PLATFORMS, is_variant
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python < 3.11 only
@@ -66,10 +68,8 @@ ROOT: Final = Path(__file__).resolve().parents[1]
 DEFAULT_INDEX_URL: Final = "https://download.pytorch.org/whl/torch/"
 DEFAULT_RELEASE_MD_URL: Final = "https://raw.githubusercontent.com/pytorch/pytorch/main/RELEASE.md"
 TIMEOUT_S: Final = 10.0
-PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64")
 # The pseudo-variant of a wheel without a local label: the build that PyPI also serves.
 PYPI: Final = "pypi"
-_VARIANT_RE: Final = re.compile(r"^(cpu|cu\d{3}|rocm\d+(\.\d+)*|xpu)$")
 _PLATFORM_TAGS: Final = (
     (re.compile(r"^(many)?linux(1|2010|2014|_\d+_\d+)?_x86_64$"), "linux-x86_64"),
     (re.compile(r"^(many)?linux(2014|_\d+_\d+)?_aarch64$"), "linux-aarch64"),
@@ -234,7 +234,7 @@ def parse_wheel_index(html: str, *, include_dev: bool = False) -> WheelIndex:
             skipped["not a CPython wheel"] += 1
             continue
         label = version.local
-        if label is not None and not _VARIANT_RE.match(label):
+        if label is not None and not is_variant(label):
             skipped[f"local label +{label}"] += 1
             continue
         torch = Version(version.public)

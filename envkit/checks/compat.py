@@ -13,7 +13,7 @@ driver against the GPUs and the torch releases. Every fix is the resolver's plan
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Optional
+from typing import TYPE_CHECKING, Optional
 
 from packaging.specifiers import SpecifierSet
 
@@ -22,7 +22,7 @@ from envkit.errors import NoBuildError
 from envkit.knowledge import ArchRow, Knowledge, Release, load_knowledge
 from envkit.report import CheckResult, Status
 from envkit.resolve import Plan, Request, resolve
-from envkit.target import GpuTarget, target_from_facts, visible_gpu_targets
+from envkit.target import GpuTarget, is_jetson, target_from_facts, visible_gpu_targets
 from envkit.versions import ComputeCapability, parse_compute_capability
 
 if TYPE_CHECKING:
@@ -35,8 +35,6 @@ __all__ = [
     "check_torch_driver_compat",
     "plan_fix",
 ]
-
-JETSON_DRIVER_BELOW: Final = 200  # L4T releases (35.3.1) are not desktop/data-center drivers
 
 
 def _plan(facts: Facts, knowledge: Knowledge, torch: Optional[SpecifierSet] = None) -> Plan:
@@ -72,11 +70,6 @@ def _gpus(facts: Facts, knowledge: Knowledge) -> list[tuple[str, GpuTarget]]:
     ]
 
 
-def _is_jetson(facts: Facts) -> bool:
-    driver = facts.driver.version
-    return driver is not None and driver.major < JETSON_DRIVER_BELOW
-
-
 def check_torch_driver_compat(facts: Facts) -> CheckResult:
     cid = "torch.driver_compat"
     torch, driver = facts.torch, facts.driver.version
@@ -84,7 +77,7 @@ def check_torch_driver_compat(facts: Facts) -> CheckResult:
         return CheckResult(cid, Status.SKIP, "no CUDA build of torch to check")
     if driver is None:
         return CheckResult(cid, Status.SKIP, f"torch {torch.version} is a CUDA build but no driver was found")
-    if _is_jetson(facts):
+    if is_jetson(driver):
         return CheckResult(cid, Status.SKIP, f"driver {driver} is a Jetson (L4T) release; not checked")
     k = load_knowledge()
     windows = bool(facts.python and facts.python.platform and facts.python.platform.startswith("windows"))
@@ -199,7 +192,7 @@ def check_driver_support(facts: Facts) -> CheckResult:
     driver = facts.driver.version
     if driver is None:
         return CheckResult(cid, Status.SKIP, "no NVIDIA driver")
-    if _is_jetson(facts):
+    if is_jetson(driver):
         return CheckResult(cid, Status.SKIP, f"driver {driver} is a Jetson (L4T) release; not checked")
     k = load_knowledge()
     fails: list[str] = []

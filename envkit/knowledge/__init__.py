@@ -23,6 +23,7 @@ from envkit.versions import ComputeCapability, NvVersion, Version
 __all__ = [
     "DATA_DIR",
     "PLATFORMS",
+    "VARIANT_PATTERN",
     "ArchRow",
     "CudaFamily",
     "Gpu",
@@ -31,6 +32,7 @@ __all__ = [
     "Release",
     "Row",
     "Toolkit",
+    "is_variant",
     "load_knowledge",
     "read_table",
     "table_rows",
@@ -40,7 +42,18 @@ __all__ = [
 PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64")
 # Platforms whose CUDA variants must have a compiled-architecture row.
 CUDA_PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
-_VARIANT_RE: Final = re.compile(r"^(cpu|cu\d{3}|rocm\d+(\.\d+)*|xpu)$")
+# A wheel variant: the folder of the PyTorch index and the local label of its wheels (+cu121).
+VARIANT_PATTERN: Final = r"(?:cpu|cu\d{3}|rocm\d+(?:\.\d+)*|xpu)"
+_VARIANT_RE: Final = re.compile(f"^{VARIANT_PATTERN}$")
+
+
+def is_variant(text: str) -> bool:
+    """cpu, cu121, rocm6.2, xpu: a name the PyTorch wheel index uses.
+
+    >>> is_variant("cu121"), is_variant("rocm6.2"), is_variant("cuda12")
+    (True, True, False)
+    """
+    return _VARIANT_RE.match(text) is not None
 
 
 def variant_cuda(variant: str) -> Optional[Version]:
@@ -158,6 +171,7 @@ class Knowledge:
     releases: tuple[Release, ...]  # newest first
     arch: tuple[ArchRow, ...]
     toolkits: dict[str, Toolkit]  # "12.1" -> …
+    toolkit_updates: tuple[Toolkit, ...]  # Table 3's other rows (12.2, 12.4.1, …), cuda = X.Y.Z
     families: dict[int, CudaFamily]
     driver_rules: tuple[DriverArchRule, ...]
     gpus: tuple[Gpu, ...]
@@ -195,9 +209,32 @@ class Knowledge:
             own = (toolkit.windows_driver if windows else None) or toolkit.linux_driver
         return floor, own
 
+    def cuda_for_driver(self, driver: NvVersion, *, windows: bool = False) -> Optional[Version]:
+        """The newest CUDA minor a driver runs in full: the newest toolkit of NVIDIA's Table 3 ("CUDA
+        Toolkit and Corresponding Driver Versions") whose driver the given one meets. That is the
+        version nvidia-smi prints and conda's ``__cuda`` reports ("maximum version of CUDA supported
+        by the display driver", docs.conda.io manage-virtual)."""
+        floors: dict[Version, NvVersion] = {}
+        for tk in (*self.toolkits.values(), *self.toolkit_updates):
+            floor = tk.windows_driver if windows else tk.linux_driver
+            if floor is not None:
+                minor = Version(f"{tk.cuda.major}.{tk.cuda.minor}")
+                floors[minor] = min(floor, floors.get(minor, floor))
+        fitting = [cuda for cuda, floor in floors.items() if driver >= floor]
+        return max(fitting) if fitting else None
+
     def gpu_named(self, name: str) -> Optional[Gpu]:
         """The first GPU row whose pattern matches an NVML name (or a user's "RTX 5090")."""
         return next((g for g in self.gpus if g.match.search(name)), None)
+
+
+def _toolkit(row: Row) -> Toolkit:
+    return Toolkit(
+        row.version("cuda"),
+        row.version("linux_driver"),
+        row.version("windows_driver", True),
+        row.text("source"),
+    )
 
 
 def _release(row: Row) -> Release:
@@ -206,7 +243,7 @@ def _release(row: Row) -> Release:
     for platform, items in variants_raw.items():
         if platform not in PLATFORMS:
             raise row.fail("variants", f"platforms among {', '.join(PLATFORMS)}")
-        if not isinstance(items, list) or not all(isinstance(v, str) and _VARIANT_RE.match(v) for v in items):
+        if not isinstance(items, list) or not all(isinstance(v, str) and is_variant(v) for v in items):
             raise row.fail("variants", f"a list of variant names for {platform}")
         variants[platform] = tuple(items)
     conda = row.data.get("conda") or {}
@@ -346,12 +383,7 @@ def load_knowledge() -> Knowledge:
     )
     toolkits = {}
     for row in table_rows(cuda_data, "cuda.toml", "toolkit"):
-        tk = Toolkit(
-            row.version("cuda"),
-            row.version("linux_driver"),
-            row.version("windows_driver", True),
-            row.text("source"),
-        )
+        tk = _toolkit(row)
         toolkits[f"{tk.cuda.major}.{tk.cuda.minor}"] = tk
     families = {}
     for row in table_rows(cuda_data, "cuda.toml", "family"):
@@ -367,6 +399,7 @@ def load_knowledge() -> Knowledge:
         releases=tuple(releases),
         arch=tuple(_arch(r) for r in table_rows(read_table("arch"), "arch.toml", "arch")),
         toolkits=toolkits,
+        toolkit_updates=tuple(_toolkit(r) for r in table_rows(cuda_data, "cuda.toml", "toolkit_update")),
         families=families,
         driver_rules=_driver_rules(cuda_data),
         gpus=tuple(_gpu(r) for r in table_rows(read_table("gpus"), "gpus.toml", "gpu")),

@@ -21,7 +21,6 @@ from envkit.knowledge import load_knowledge
 from envkit.mirrors import load_mirrors, probe
 from envkit.planning import PlanFlags
 from envkit.resolve import Plan, Request, parse_cuda_request, parse_torch_spec, resolve
-from envkit.spec_conda import cuda_for_driver
 from envkit.spec_pip import GENERATED_MARK
 from envkit.specs import render_specs, spec_flags, spec_mirrors, write_specs
 from envkit.target import Target, parse_gpu
@@ -192,7 +191,7 @@ def test_conda_mirror_maps_the_channels_it_carries(tmp_path: Path, mapping: str)
     ],
 )
 def test_cuda_for_driver(driver: str, windows: bool, cuda: str) -> None:
-    assert cuda_for_driver(K, NvVersion(driver), windows=windows) == Version(cuda)
+    assert K.cuda_for_driver(NvVersion(driver), windows=windows) == Version(cuda)
 
 
 def _virtual(text: str) -> dict[str, str]:

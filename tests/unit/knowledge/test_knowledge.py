@@ -184,6 +184,12 @@ def _edit(path: Path, old: str, new: str) -> None:
             "linux_driver = 550",
             "field 'linux_driver': expected str",
         ),
+        (  # a Table 3 update row is checked at load too (it feeds conda-lock's __cuda)
+            "cuda.toml",
+            'cuda = "13.3.1"\nlinux_driver = "610.43.02"',
+            'cuda = "13.3.1"\nlinux_driver = "six hundred ten"',
+            r"cuda.toml: \[\[toolkit_update\]\] #1 \(13.3.1\): field 'linux_driver': expected a version",
+        ),
         ("gpus.toml", 'cc = "9.0"', 'cc = "ninety"', "field 'cc': expected a compute capability"),
         ("releases.toml", "[[release]]", "[[release]]\nbroken = ", "releases.toml: cannot be read"),
     ],
