@@ -260,9 +260,6 @@ class Facts:
     def visible_gpus(self) -> tuple[GpuFacts, ...]:
         return tuple(g for g in self.gpus if g.visible)
 
-    def env(self, name: str) -> Optional[str]:
-        return self.host.env.get(name)
-
 
 def facts_to_json(facts: Facts) -> dict[str, Any]:
     data: dict[str, Any] = to_jsonable(facts)

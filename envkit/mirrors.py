@@ -15,9 +15,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Optional, Union
 

@@ -99,7 +99,6 @@ class Request:
 class Rejection:
     candidate: str
     reason: str
-    rule: str
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from envkit.detect import detect_for_plan, run_bounded
 from envkit.detect.pyenv import select_interpreter
 from envkit.errors import InputError
-from envkit.knowledge import Knowledge, load_knowledge
+from envkit.knowledge import load_knowledge
 from envkit.resolve import Plan, Request, parse_cuda_request, parse_torch_spec, resolve
 from envkit.target import Target, target_from_facts, target_from_flags
 
@@ -46,7 +46,7 @@ def make_request(flags: PlanFlags) -> Request:
     )
 
 
-def make_target(system: System, flags: PlanFlags, knowledge: Optional[Knowledge] = None) -> Target:
+def make_target(system: System, flags: PlanFlags) -> Target:
     """Detect what the flags leave open (the GPU side, the interpreter's Python and platform).
 
     The knowledge base loads in parallel with the detection (the interpreter probe is a
@@ -54,7 +54,7 @@ def make_target(system: System, flags: PlanFlags, knowledge: Optional[Knowledge]
     """
     gpu_side_given = flags.no_gpu or flags.driver is not None or bool(flags.gpus)
     need_python = flags.python is None or flags.platform is None
-    facts = None
+    facts = knowledge = None
     if not gpu_side_given or need_python:
         system = system.with_deadline(DETECT_TIMEOUT_S)
         interp = select_interpreter(system, env_name=flags.env_name) if need_python else None
@@ -63,8 +63,8 @@ def make_target(system: System, flags: PlanFlags, knowledge: Optional[Knowledge]
             "knowledge": load_knowledge,
         }
         values, _notes = run_bounded(tasks, system.deadline)
-        facts = values.get("facts")
-    knowledge = knowledge or load_knowledge()
+        facts, knowledge = values.get("facts"), values.get("knowledge")
+    knowledge = knowledge or load_knowledge()  # a failed parallel load raises its error here
     base = target_from_facts(facts, knowledge) if facts is not None else Target(platform="linux-x86_64")
     return target_from_flags(
         knowledge,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Optional
 from envkit import __version__
 from envkit._serial import from_jsonable, to_jsonable
 from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
-from envkit.facts import Facts, facts_from_json
+from envkit.facts import Facts, facts_from_json, facts_to_json
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -99,7 +99,7 @@ class Report:
             "created": self.created,
             "duration_s": self.duration_s,
             "source": self.source,
-            "facts": to_jsonable(self.facts),
+            "facts": facts_to_json(self.facts),
             "checks": [to_jsonable(c) for c in self.checks],
             "summary": {
                 **self.counts(),

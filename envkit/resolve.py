@@ -223,10 +223,7 @@ class _Evaluator:
     def _arch(self, release: Release, variant: str) -> list[tuple[str, str]]:
         if not self.target.gpus:
             return []
-        platform = self.target.platform
-        row = self.k.arch_for(release, variant, platform)
-        if row is None and platform != "linux-x86_64":
-            row = self.k.arch_for(release, variant, "linux-x86_64")  # conda builds: the closest list
+        row = self.k.arch_for(release, variant, self.target.platform, or_linux=True)
         if row is None:
             return [("arch", f"envkit has no architecture list for torch {release.torch} {variant}")]
         return [
@@ -266,7 +263,7 @@ def resolve(k: Knowledge, target: Target, request: Request) -> Plan:
                 continue
             chosen = _rank(fitting)
             rejected = [
-                Rejection(c.name, c.failures[0][1], c.failures[0][0])
+                Rejection(c.name, c.failures[0][1])
                 for c in admitted
                 if c.release.torch >= version and not c.fits
             ]

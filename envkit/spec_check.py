@@ -255,9 +255,7 @@ def _arch(it: SpecIntent) -> CheckResult:
         why = "a CPU build" if variant == "cpu" else "the file does not say which CUDA build it installs"
         return _result("spec.arch", [], "", skip=why)
     release = next((r for r in it.releases if any(variant in vs for vs in r.variants.values())), None)
-    row = release and (
-        it.k.arch_for(release, variant, t.platform) or it.k.arch_for(release, variant, "linux-x86_64")
-    )
+    row = release and it.k.arch_for(release, variant, t.platform, or_linux=True)
     if release is None or not row:
         return _result("spec.arch", [], "", skip=f"envkit has no architecture list for this {variant} build")
     missing = [g.label for g in t.gpus if not row.covers(g.cc)]

@@ -139,7 +139,7 @@ def parse_requirement(text: str) -> Optional[Pin]:
         return Pin(name, text, None, local=local)
 
 
-def _pip_lines(lines: list[str], path: str) -> dict[str, Any]:
+def _pip_lines(lines: list[str]) -> dict[str, Any]:
     """requirements.txt lines (or an environment.yml ``pip:`` list) -> pins and index options."""
     pins: dict[str, Pin] = {}
     index: Optional[str] = None
@@ -214,7 +214,7 @@ def _environment(text: str, path: str) -> SpecFile:
                 conda[pin.name] = pin
         else:
             notes.append(f"{item!r}: not read")
-    pip = _pip_lines(pip_lines, path)
+    pip = _pip_lines(pip_lines)
     pip["notes"] = tuple(notes) + pip["notes"]
     return SpecFile(path, "conda", tuple(channels), conda, **pip)
 
@@ -229,4 +229,4 @@ def read_spec(path: Path) -> SpecFile:
         raise InputError(f"{path}: not a UTF-8 text file") from None
     if path.suffix.lower() in (".yml", ".yaml"):
         return _environment(text, str(path))
-    return SpecFile(str(path), "pip", **_pip_lines(_joined(text), str(path)))
+    return SpecFile(str(path), "pip", **_pip_lines(_joined(text)))

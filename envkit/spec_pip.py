@@ -103,9 +103,12 @@ def file_url(url: str, role: str, secrets: list[str]) -> str:
     shown = redact(url)
     if "***@" not in shown:
         return shown
-    user, password = f"ENVKIT_{role}_USERNAME", f"ENVKIT_{role}_PASSWORD"
-    secrets += [user, password]
-    return shown.replace("***@", f"${{{user}}}:${{{password}}}@", 1)
+    secrets += [f"ENVKIT_{role}_USERNAME", f"ENVKIT_{role}_PASSWORD"]
+    return shown.replace("***@", _placeholders(role), 1)
+
+
+def _placeholders(role: str) -> str:
+    return f"${{ENVKIT_{role}_USERNAME}}:${{ENVKIT_{role}_PASSWORD}}@"
 
 
 def _pypi_serves(plan: Plan, k: Knowledge) -> bool:
@@ -303,7 +306,7 @@ def render_uv(plan: Plan, template: Template, source: PipSource, env_name: str, 
     index = source.torch_index or source.torch_links
     if index is not None:
         env = re.sub(r"[^A-Z0-9]", "_", source.torch_index_name.upper())
-        url = index.replace("${ENVKIT_TORCH_INDEX_USERNAME}:${ENVKIT_TORCH_INDEX_PASSWORD}@", "")
+        url = index.replace(_placeholders("TORCH_INDEX"), "")  # uv reads UV_INDEX_<NAME>_* instead
         if url != index:
             out.append(f"# Credentials: set UV_INDEX_{env}_USERNAME and UV_INDEX_{env}_PASSWORD.")
         out += [
@@ -318,7 +321,7 @@ def render_uv(plan: Plan, template: Template, source: PipSource, env_name: str, 
         out.append("")
     default = source.default_index or (source.extra_index if source.extra_index != PYPI_URL else None)
     if default is not None:
-        url = re.sub(r"\$\{ENVKIT_PYPI_INDEX_USERNAME\}:\$\{ENVKIT_PYPI_INDEX_PASSWORD\}@", "", default)
+        url = default.replace(_placeholders("PYPI_INDEX"), "")
         if url != default:
             out.append("# Credentials: set UV_INDEX_PYPI_MIRROR_USERNAME and UV_INDEX_PYPI_MIRROR_PASSWORD.")
         out += ["[[tool.uv.index]]", 'name = "pypi-mirror"', f"url = {_toml(url)}", "default = true", ""]

@@ -58,14 +58,18 @@ def default_format(template: Template) -> str:
     return "conda" if template.channel == "conda" else "pip"
 
 
-def spec_flags(template: Template, flags: PlanFlags, fmt: str, *, pip_in_conda: bool = False) -> PlanFlags:
-    """The resolve flags for rendering ``template`` as ``fmt``: the template's torch range and the
-    command line's both hold, the template's Python is the default, and the format picks the channel
-    (conda formats need a conda route unless torch comes through pip)."""
+def _check_format(fmt: str, pip_in_conda: bool) -> None:
     if fmt not in FORMATS:
         raise InputError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
     if pip_in_conda and fmt not in CONDA_FORMATS:
         raise InputError("--pip-in-conda applies to --format conda and conda-lock only")
+
+
+def spec_flags(template: Template, flags: PlanFlags, fmt: str, *, pip_in_conda: bool = False) -> PlanFlags:
+    """The resolve flags for rendering ``template`` as ``fmt``: the template's torch range and the
+    command line's both hold, the template's Python is the default, and the format picks the channel
+    (conda formats need a conda route unless torch comes through pip)."""
+    _check_format(fmt, pip_in_conda)
     ranges = [str(template.torch)] if template.torch else []
     if flags.torch:
         ranges.append(str(parse_torch_spec(flags.torch)))  # a bad --torch fails with its own message
@@ -125,10 +129,7 @@ def render_specs(
 ) -> dict[str, str]:
     """File name -> content for ``fmt``. ``mirror``: one mirror or several of different kinds (the
     torch wheels' index, a PyPI mirror, a conda channel mirror). No credentials are written."""
-    if fmt not in FORMATS:
-        raise InputError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
-    if pip_in_conda and fmt not in CONDA_FORMATS:
-        raise InputError("--pip-in-conda applies to --format conda and conda-lock only")
+    _check_format(fmt, pip_in_conda)
     k = knowledge or load_knowledge()
     mirrors = _by_kind(mirror)
     if "conda" in mirrors and fmt not in CONDA_FORMATS:

@@ -14,7 +14,6 @@ from packaging.version import InvalidVersion, Version
 
 __all__ = [
     "ComputeCapability",
-    "InvalidVersion",
     "NvVersion",
     "Version",
     "cuda_from_int",

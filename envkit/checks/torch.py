@@ -13,6 +13,7 @@ import os
 from typing import TYPE_CHECKING, Final
 
 from envkit.checks._common import and_list, fix_lines, headline, join_lines, pip_command
+from envkit.checks.compat import plan_fix
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -22,7 +23,6 @@ __all__ = [
     "check_torch_cuda_libs",
     "check_torch_duplicates",
     "check_torch_installed",
-    "pip_command",
 ]
 
 COMPANIONS: Final = ("torch", "torchvision", "torchaudio")
@@ -53,7 +53,7 @@ def check_torch_installed(facts: Facts) -> CheckResult:
             Status.WARN,
             f"torch is not installed in {_where(facts)}",
             detail=join_lines(torch.error),
-            fix=_install_fix(facts),
+            fix=plan_fix(facts),  # the resolver's plan for this machine
         )
     label = f"torch {torch.version or '(unknown version)'}"
     build = f"CUDA {torch.cuda}" if torch.cuda else f"ROCm {torch.hip}" if torch.hip else "CPU-only"
@@ -90,12 +90,6 @@ def check_torch_installed(facts: Facts) -> CheckResult:
             fix="see driver.loaded; `envkit resolve` picks a build this driver runs",
         )
     return CheckResult(cid, Status.PASS, f"{label} ({build}) in {_where(facts)}", detail=detail)
-
-
-def _install_fix(facts: Facts) -> str:
-    from envkit.checks.compat import plan_fix  # the resolver's plan for this machine
-
-    return plan_fix(facts)
 
 
 def _public(version: object) -> str:

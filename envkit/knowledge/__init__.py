@@ -105,6 +105,9 @@ class ArchRow:
     def names(self) -> list[str]:
         return [c.sm for c in self.sass] + [f"compute_{p.major}{p.minor}" for p in self.ptx]
 
+    def describes(self, torch: Version, variant: str, platform: str) -> bool:
+        return self.variant == variant and self.platform == platform and self.torch.contains(torch)
+
 
 @dataclass(frozen=True)
 class Toolkit:
@@ -181,10 +184,15 @@ class Knowledge:
         public = Version(version.public)
         return next((r for r in self.releases if r.torch == public), None)
 
-    def arch_for(self, release: Release, variant: str, platform: str) -> Optional[ArchRow]:
-        for row in self.arch:
-            if row.variant == variant and row.platform == platform and row.torch.contains(release.torch):
-                return row
+    def arch_for(
+        self, release: Release, variant: str, platform: str, *, or_linux: bool = False
+    ) -> Optional[ArchRow]:
+        """The compiled architectures of a release's variant on a platform; ``or_linux``: else the
+        linux-x86_64 wheel's, the closest list (conda builds, platforms without a row)."""
+        for where in (platform, "linux-x86_64") if or_linux else (platform,):
+            for row in self.arch:
+                if row.describes(release.torch, variant, where):
+                    return row
         return None
 
     def toolkit(self, cuda: Version) -> Optional[Toolkit]:
@@ -362,11 +370,7 @@ def _cross_check(k: Knowledge) -> None:
                     raise KnowledgeError(f"{where}: cuda.toml has no [[family]] row for CUDA {cuda.major}")
                 if platform not in CUDA_PLATFORMS:
                     continue
-                rows = [
-                    a
-                    for a in k.arch
-                    if a.variant == variant and a.platform == platform and a.torch.contains(release.torch)
-                ]
+                rows = [a for a in k.arch if a.describes(release.torch, variant, platform)]
                 if len(rows) != 1:
                     raise KnowledgeError(f"{where}: arch.toml has {len(rows)} rows for it, expected 1")
 
