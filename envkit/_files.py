@@ -1,12 +1,31 @@
-"""Writing files whole or not at all: a temporary name in the same folder, then a rename."""
+"""Reading the files users name (one-line errors), and writing files whole or not at all: a
+temporary name in the same folder, then a rename."""
 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
-__all__ = ["write_atomic"]
+from envkit.errors import InputError
+
+__all__ = ["read_text", "write_atomic"]
+
+
+def read_text(path: str, *, label: Optional[str] = None, hint: str = "") -> str:
+    """A text file a user named (``-``: standard input); InputError, prefixed ``label`` (the path by
+    default), when it cannot be read or is not text."""
+    if path == "-":
+        return sys.stdin.read()
+    label = label or path
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{label}: cannot read it ({exc.strerror or exc})", hint=hint) from None
+    except UnicodeDecodeError:
+        raise InputError(f"{label}: not a text file", hint=hint) from None
 
 
 def _umask() -> int:

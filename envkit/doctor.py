@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from envkit._files import read_text
 from envkit.checks import CHECKS, run_checks
 from envkit.detect import begin_run, detect_all
 from envkit.errors import InputError
@@ -35,34 +34,10 @@ def diagnose(
     return Report.new(facts, run_checks(facts), duration_s=round(time.monotonic() - start, 3))
 
 
-def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"--from {path}: cannot read it ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise InputError(f"--from {path}: not a text file") from None
-
-
-def load_report(path: str) -> Report:
-    """Read a saved ``envkit.report/1`` file; InputError names the file and what is wrong."""
-    text = _read(path)
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InputError(
-            f"--from {path}: not an envkit report (invalid JSON: {exc})",
-            hint="save one with `envkit doctor --json > report.json`",
-        ) from None
-    return report_from_json(data, path)
-
-
 def diagnose_file(path: str) -> Report:
     """Run today's checks on the facts of a saved report (from this or another machine), or on
     pasted ``python -m torch.utils.collect_env`` output (``-`` reads standard input)."""
-    text = _read(path)
+    text = read_text(path, label=f"--from {path}")
     try:
         data = json.loads(text)
     except ValueError as exc:

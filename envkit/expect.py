@@ -12,9 +12,9 @@ import difflib
 import re
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from envkit._files import read_text
 from envkit.checks._common import and_list
 from envkit.errors import InputError
 from envkit.report import CheckResult, Status
@@ -74,10 +74,7 @@ def _line_of(text: str, key: str) -> int:
 
 def load_expectations(path: str, known_checks: tuple[str, ...] = ()) -> Expectations:
     """Read and validate an expectations file; InputError says file:line and the key."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"--expect {path}: cannot read it ({exc.strerror or exc})") from None
+    text = read_text(path, label=f"--expect {path}")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

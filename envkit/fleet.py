@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit import __version__
+from envkit._files import read_text
 from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
 from envkit.fingerprint import ASPECTS, aspect, fingerprint, order, show
 from envkit.report import CheckResult, Report, Status, report_from_json
@@ -285,12 +286,7 @@ def report_paths(args: Sequence[str]) -> list[str]:
 
 def read_report(path: str) -> Report:
     """Read one saved ``envkit.report/1`` file; InputError names the file and what is wrong with it."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file", hint=_HINT) from None
+    text = read_text(path, hint=_HINT)
     try:
         data = json.loads(text)
     except ValueError as exc:

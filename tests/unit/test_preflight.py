@@ -99,6 +99,13 @@ def test_missing_file(tmp_path: Path) -> None:
         load_expectations(str(tmp_path / "none.toml"))
 
 
+def test_binary_file_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "node.toml"
+    path.write_bytes(b"\xff\xfe\x00gpu_count")
+    with pytest.raises(InputError, match=f"--expect {path}: not a text file"):
+        load_expectations(str(path))
+
+
 # Drift -----------------------------------------------------------------------------------------------
 
 
