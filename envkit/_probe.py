@@ -41,9 +41,9 @@ def run_probe(
 ) -> ProbeOutcome:
     """Run ``python probes/<script> <marker> *args`` and parse the JSON between the markers."""
     marker = f"@@envkit-{secrets.token_hex(8)}@@"
-    result = system.run(
+    result = system.run_within(
         [python, str(PROBES_DIR / script), marker, *args],
-        timeout=system.timeout(timeout),
+        timeout=timeout,
         env=env if env is not None else dict(system.env),
     )
     return ProbeOutcome(*parse_probe_output(result, marker), result)

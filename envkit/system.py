@@ -12,7 +12,7 @@ import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -51,6 +51,12 @@ class System:
     def which(self, name: str) -> Optional[str]:
         """``name`` on this system's PATH (or None)."""
         return shutil.which(name, path=self.env.get("PATH", os.defpath))
+
+    def run_within(
+        self, argv: Sequence[str], *, timeout: float, env: Optional[Mapping[str, str]] = None
+    ) -> _proc.ProcResult:
+        """``run`` with ``timeout`` cut to what is left before the deadline (detectors, probes)."""
+        return self.run(argv, timeout=self.timeout(timeout), env=env)
 
     def timeout(self, wanted: float) -> float:
         """``wanted`` seconds, or what is left before the deadline if that is less."""

@@ -175,7 +175,7 @@ def smi_gpus(system: System) -> tuple[list[GpuFacts], Optional[NvVersion], list[
     if smi is None:
         return [], None, []
     query = "--query-gpu=" + ",".join(SMI_QUERY_FIELDS)
-    result = system.run([smi, query, "--format=csv,noheader,nounits"], timeout=system.timeout(SMI_TIMEOUT_S))
+    result = system.run_within([smi, query, "--format=csv,noheader,nounits"], timeout=SMI_TIMEOUT_S)
     if not result.ok:
         return [], None, [result.describe() + _first_line(result.tail(2))]
     return parse_nvidia_smi_csv(result.stdout)
@@ -214,7 +214,7 @@ def detect_driver(system: System, nvml: NvmlReading) -> DriverFacts:
     cuda: Optional[Version] = None
     smi = find_nvidia_smi(system)
     if smi is not None:
-        result = system.run([smi, "-q", "-d", "COMPUTE"], timeout=system.timeout(SMI_TIMEOUT_S))
+        result = system.run_within([smi, "-q", "-d", "COMPUTE"], timeout=SMI_TIMEOUT_S)
         if result.ok:
             header = parse_nvidia_smi_header(result.stdout)
             cuda = header.cuda

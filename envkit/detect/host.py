@@ -131,7 +131,7 @@ def detect_cuda_libs(system: System) -> tuple[SharedLib, ...]:
         (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if system.path(p).is_file()), None
     )
     if ldconfig is not None:
-        result = system.run([ldconfig, "-p"], timeout=system.timeout(LDCONFIG_TIMEOUT_S))
+        result = system.run_within([ldconfig, "-p"], timeout=LDCONFIG_TIMEOUT_S)
         if result.ok:
             for _soname, path in parse_ldconfig(result.stdout):
                 lib = _shared_lib(system, path, "ld.so.cache")

@@ -87,7 +87,7 @@ def detect_toolkits(system: System, python: Optional[str] = None) -> tuple[Toolk
             zip(
                 by_real,
                 pool.map(
-                    lambda p: system.run([p, "--version"], timeout=system.timeout(NVCC_TIMEOUT_S)),
+                    lambda p: system.run_within([p, "--version"], timeout=NVCC_TIMEOUT_S),
                     by_real,
                 ),
             )
