@@ -17,7 +17,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, Union
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -104,23 +104,9 @@ def run(
     start = time.monotonic()
     if on_line is not None:
         return _run_streaming(args, timeout, env, cwd, on_line, start)
-    try:
-        proc = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=None if env is None else dict(env),
-            cwd=cwd,
-            start_new_session=True,
-        )
-    except FileNotFoundError:
-        return ProcResult(args, None, "", "", time.monotonic() - start, error="not found")
-    except PermissionError:
-        return ProcResult(args, None, "", "", time.monotonic() - start, error="permission denied")
-    except OSError as exc:
-        return ProcResult(args, None, "", "", time.monotonic() - start, error=str(exc))
-
+    proc = _spawn(args, env, cwd, subprocess.PIPE, start)
+    if isinstance(proc, ProcResult):
+        return proc
     timed_out = False
     try:
         out, err = proc.communicate(timeout=max(timeout, 0.0))
@@ -144,20 +130,17 @@ def run(
     )
 
 
-def _run_streaming(
-    args: tuple[str, ...],
-    timeout: float,
-    env: Optional[Mapping[str, str]],
-    cwd: Optional[str],
-    on_line: Callable[[str], None],
-    start: float,
-) -> ProcResult:
+def _spawn(
+    args: tuple[str, ...], env: Optional[Mapping[str, str]], cwd: Optional[str], stderr: int, start: float
+) -> Union[subprocess.Popen[bytes], ProcResult]:
+    """Start the child in its own process group (so all of it can be stopped); a ProcResult saying
+    why when it cannot start."""
     try:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=stderr,
             env=None if env is None else dict(env),
             cwd=cwd,
             start_new_session=True,
@@ -167,6 +150,19 @@ def _run_streaming(
             type(exc), str(exc)
         )
         return ProcResult(args, None, "", "", time.monotonic() - start, error=error)
+
+
+def _run_streaming(
+    args: tuple[str, ...],
+    timeout: float,
+    env: Optional[Mapping[str, str]],
+    cwd: Optional[str],
+    on_line: Callable[[str], None],
+    start: float,
+) -> ProcResult:
+    proc = _spawn(args, env, cwd, subprocess.STDOUT, start)
+    if isinstance(proc, ProcResult):
+        return proc
     lines: list[str] = []
     assert proc.stdout is not None
     stream = proc.stdout

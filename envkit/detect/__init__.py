@@ -84,14 +84,7 @@ def _nvidia(system: System) -> tuple[DriverFacts, tuple[GpuFacts, ...]]:
         notes += smi_notes
     gpus, vis_notes = apply_visibility(gpus, system.env.get("CUDA_VISIBLE_DEVICES"))
     notes += vis_notes
-    return DriverFacts(
-        version=driver.version,
-        cuda_version=driver.cuda_version,
-        source=driver.source,
-        kernel_module=driver.kernel_module,
-        nvml_error=driver.nvml_error,
-        notes=tuple(notes),
-    ), gpus
+    return dataclasses.replace(driver, notes=tuple(notes)), gpus
 
 
 def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Facts:

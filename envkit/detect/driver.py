@@ -71,10 +71,14 @@ def parse_proc_version(text: str) -> tuple[Optional[NvVersion], Optional[str]]:
     return None, None
 
 
-def parse_sys_module_version(text: str) -> Optional[NvVersion]:
-    """Read /sys/module/nvidia/version (just the version and a newline)."""
+def _version_in(text: str) -> Optional[NvVersion]:
     match = _VERSION_TOKEN.search(text)
     return NvVersion(match.group(1)) if match else None
+
+
+def parse_sys_module_version(text: str) -> Optional[NvVersion]:
+    """Read /sys/module/nvidia/version (just the version and a newline)."""
+    return _version_in(text)
 
 
 @dataclass(frozen=True)
@@ -103,8 +107,7 @@ def parse_nvidia_smi_header(text: str) -> SmiHeader:
         r"(KMD Version|Driver Version|CUDA UMD Version|CUDA Version)\s*:\s*([0-9.]+)", text
     ):
         if key in ("KMD Version", "Driver Version") and driver is None:
-            match = _VERSION_TOKEN.search(value)
-            driver = NvVersion(match.group(1)) if match else None
+            driver = _version_in(value)
         elif key in ("CUDA UMD Version", "CUDA Version") and cuda is None:
             cuda = parse_version(value.strip("."))
     return SmiHeader(driver, cuda)
@@ -140,8 +143,7 @@ def parse_nvidia_smi_csv(text: str) -> tuple[list[GpuFacts], Optional[NvVersion]
             continue
         index, name, uuid, bus_id, drv, memory, cc = (_cell(c) for c in row)
         if driver is None and drv is not None:
-            match = _VERSION_TOKEN.search(drv)
-            driver = NvVersion(match.group(1)) if match else None
+            driver = _version_in(drv)
         memory_mib = None
         if memory is not None:
             mem_match = re.match(r"(\d+)", memory)

@@ -305,13 +305,8 @@ class PynvmlApi:
         return self._handles[index]
 
     def gpu_field(self, index: int, field: str) -> Any:
-        nv = self._nv
-        try:
-            handle = self._handle(index)
-        except nv.NVMLError as exc:
-            raise NvmlError(type(exc).__name__.replace("NVMLError_", ""), str(exc)) from None
-        reader = _PYNVML_FIELDS[field]
-        return self._call(reader, nv, handle)
+        handle = self._call(self._handle, index)
+        return self._call(_PYNVML_FIELDS[field], self._nv, handle)
 
 
 def _plain(value: Any) -> Any:
