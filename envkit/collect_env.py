@@ -375,7 +375,8 @@ def _packages(reader: _Reader, notes: list[str]) -> tuple[tuple[Distribution, ..
                 continue
             version = match.group("v1") or match.group("v2")
             name = match.group("name")
-            pip[_norm(name)] = Distribution(name, parse_version(version) if version else None)
+            dist = Distribution(name, parse_version(version) if version else None)
+            pip[dist.name] = dist
             continue
         cols = rest.split()
         if len(cols) < 2 or not _NAME_RE.match(cols[0]):
@@ -393,12 +394,8 @@ def _packages(reader: _Reader, notes: list[str]) -> tuple[tuple[Distribution, ..
             )
         )
     for dist in from_conda:
-        pip.setdefault(_norm(dist.name), dist)
-    return tuple(sorted(pip.values(), key=lambda d: d.name.lower())), tuple(conda)
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+        pip.setdefault(dist.name, dist)
+    return tuple(sorted(pip.values(), key=lambda d: d.name)), tuple(conda)
 
 
 def _cuda_libs(reader: _Reader, notes: list[str]) -> tuple[SharedLib, ...]:

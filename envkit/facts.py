@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from packaging.utils import canonicalize_name
+
 from envkit._serial import from_jsonable, to_jsonable
 from envkit.versions import ComputeCapability, NvVersion, Version
 
@@ -145,11 +147,15 @@ class PythonFacts:
 
 @dataclass(frozen=True)
 class Distribution:
-    """An installed distribution (dist-info / egg-info) as importlib.metadata sees it."""
+    """An installed distribution (dist-info / egg-info) as importlib.metadata sees it. The name is
+    kept normalized (PEP 503: ``nvidia_cudnn_cu12`` -> ``nvidia-cudnn-cu12``), whatever it came from."""
 
     name: str
     version: Optional[Version]
     location: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", canonicalize_name(self.name))
 
 
 @dataclass(frozen=True)
@@ -224,8 +230,7 @@ class TorchFacts:
         """The nvidia-* wheel that bundles a CUDA library family ("cudnn" -> nvidia-cudnn-cu12)."""
         prefix = f"nvidia-{family}"
         for dist in self.distributions:
-            name = dist.name.lower().replace("_", "-")
-            if name == prefix or name.startswith(prefix + "-cu"):
+            if dist.name == prefix or dist.name.startswith(prefix + "-cu"):
                 return dist
         return None
 

@@ -306,7 +306,7 @@ def _dynamic(facts: Facts) -> dict[str, Optional[str]]:
     values: dict[str, Optional[str]] = {}
     versions: dict[str, set[str]] = {}
     for dist in facts.torch.distributions:
-        name = dist.name.lower().replace("_", "-")
+        name = dist.name
         if name in _COVERED or name.startswith(("nvidia-cudnn", "nvidia-nccl")):
             continue
         versions.setdefault(name, set()).add(str(dist.version or "?"))

@@ -58,7 +58,7 @@ def plan_fix(facts: Facts, knowledge: Optional[Knowledge] = None) -> str:
         command = plan.conda_command()
         if command is not None:
             return command
-    names = {d.name.lower() for d in facts.torch.distributions}
+    names = {d.name for d in facts.torch.distributions}
     packages = ("torch", *(p for p in ("torchvision", "torchaudio") if p in names))
     return plan.pip_command(pip_command(facts), packages)
 

@@ -129,7 +129,7 @@ def check_torch_duplicates(facts: Facts) -> CheckResult:
     fixes: list[str] = []
     pip = pip_command(facts)
     for name in COMPANIONS:
-        dists = [d for d in torch.distributions if d.name.lower() == name]
+        dists = [d for d in torch.distributions if d.name == name]
         if len(dists) > 1:
             where = and_list([f"{d.version} in {_short_location(d.location)}" for d in dists])
             problems.append(f"{len(dists)} {name} installs: {where}")
@@ -138,7 +138,7 @@ def check_torch_duplicates(facts: Facts) -> CheckResult:
                 "install one build"
             )
     conda_torch = next((p for p in torch.conda_packages if p.name in ("pytorch", "libtorch")), None)
-    pip_torch = [d for d in torch.distributions if d.name.lower() == "torch"]
+    pip_torch = [d for d in torch.distributions if d.name == "torch"]
     if conda_torch is not None and pip_torch and _pip_owned(pip_torch, facts):
         channel = f" from {conda_torch.channel}" if conda_torch.channel else ""
         problems.append(
@@ -177,7 +177,7 @@ def _pip_owned(pip_torch: list[Distribution], facts: Facts) -> bool:
 def _mixed_cuda_wheels(dists: tuple[Distribution, ...]) -> list[str]:
     by_suffix: dict[str, list[str]] = {}
     for d in dists:
-        name = d.name.lower().replace("_", "-")
+        name = d.name
         if name.startswith("nvidia-") and name.rsplit("-", 1)[-1] in ("cu11", "cu12", "cu13"):
             by_suffix.setdefault(name.rsplit("-", 1)[-1], []).append(name)
     if len(by_suffix) < 2:
@@ -221,7 +221,7 @@ def check_torch_cuda_libs(facts: Facts) -> CheckResult:
     if not torch.installed or torch.cuda is None:
         what = "torch is not installed" if not torch.installed else "torch is not a CUDA build"
         return CheckResult(cid, Status.SKIP, f"{what}; no CUDA libraries to compare")
-    bundled = [d.name for d in torch.distributions if d.name.lower().startswith("nvidia-")]
+    bundled = [d.name for d in torch.distributions if d.name.startswith("nvidia-")]
     return CheckResult(
         cid,
         Status.PASS,

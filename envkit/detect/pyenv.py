@@ -211,7 +211,7 @@ def _dists(rows: Iterable[Any]) -> tuple[Distribution, ...]:
         if isinstance(row, list) and len(row) == 3 and isinstance(row[0], str):
             version = parse_version(row[1]) if isinstance(row[1], str) else None
             dists.append(Distribution(row[0], version, row[2]))
-    return tuple(sorted(dists, key=lambda d: (d.name.lower(), str(d.location))))
+    return tuple(sorted(dists, key=lambda d: (d.name, str(d.location))))
 
 
 def _conda(rows: Iterable[Any]) -> tuple[CondaPackage, ...]:
@@ -270,7 +270,7 @@ def _torch(data: dict[str, Any]) -> TorchFacts:
     # The distribution that owns the importable torch decides the version; a second one is a
     # duplicate (torch.duplicates), not a second answer.
     owner = None
-    torch_dists = [d for d in dists if d.name.lower() == "torch"]
+    torch_dists = [d for d in dists if d.name == "torch"]
     if torch_dir:
         site = os.path.dirname(str(torch_dir))
         owner = next((d for d in torch_dists if d.location == site), None)

@@ -79,6 +79,18 @@ def test_round_trip_is_lossless() -> None:
     assert str(back.driver.version) == "535.104.05"
 
 
+def test_distribution_names_are_normalized_wherever_they_come_from() -> None:
+    """collect_env pastes and old reports spell wheels as their files do (nvidia_cudnn_cu12)."""
+    assert Distribution("NVIDIA_cuDNN.cu12", None).name == "nvidia-cudnn-cu12"
+    data = facts_to_json(Facts(torch=TorchFacts(distributions=(Distribution("torch", None),))))
+    data["torch"]["distributions"][0]["name"] = "nvidia_nccl_cu12"
+    data["torch"]["distributions"][0]["version"] = "2.21.5"
+    loaded = facts_from_json(data)
+    nccl = loaded.torch.wheel_lib("nccl")
+    assert nccl is not None and nccl.name == "nvidia-nccl-cu12"
+    assert loaded.torch.nccl_version() == Version("2.21.5")
+
+
 def test_unknown_fields_are_ignored_and_missing_ones_default() -> None:
     data = facts_to_json(Facts())
     data["driver"]["added_by_a_newer_envkit"] = 1
