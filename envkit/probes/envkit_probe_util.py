@@ -7,6 +7,7 @@ probes folder is their sys.path[0], so they import this module by name.
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 import traceback
@@ -59,6 +60,32 @@ def import_torch() -> Tuple[Any, float, List[str]]:
         import torch
     seconds = round(time.monotonic() - start, 3)
     return torch, seconds, sorted({str(w.message).strip()[:300] for w in caught})
+
+
+def median_seconds(
+    fn: Callable[[], Any], iters: int, *, warmup: int = 0, sync: Callable[[], Any] = lambda: None
+) -> float:
+    """The median wall time of ``iters`` calls of ``fn`` (each followed by ``sync``), after
+    ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        fn()
+        sync()
+    times = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def bf16_native(torch: Any) -> bool:
+    """bf16 in the GPU's hardware, not emulated: recent torch says True on T4/V100 through
+    emulation unless asked (pytorch#124996)."""
+    try:
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    except TypeError:  # older torch has no including_emulation argument (and no emulation)
+        return bool(torch.cuda.get_device_capability()[0] >= 8)
 
 
 def covered(arch_list: List[str], major: int, minor: int) -> bool:

@@ -13,6 +13,8 @@ import sys
 import sysconfig
 from typing import Any, Dict, List, Optional, Tuple
 
+from envkit_probe_util import emit, read_args
+
 # Distributions worth reporting: the torch family, the CUDA wheels it bundles, and packages that
 # pin or replace parts of it.
 INTERESTING = (
@@ -159,7 +161,7 @@ def has_module(name: str) -> bool:
 
 
 def main() -> None:
-    marker = sys.argv[1] if len(sys.argv) > 1 else "@@"
+    marker, _config = read_args()
     include = sysconfig.get_paths().get("include") or ""
     libc = platform.libc_ver()
     torch_dir, version_py, torch_error = torch_version_py()
@@ -182,7 +184,7 @@ def main() -> None:
         "torch_version_py": version_py,
         "torch_error": torch_error,
     }
-    sys.stdout.write(marker + json.dumps(info) + marker + "\n")
+    emit(marker, info)
 
 
 if __name__ == "__main__":

@@ -7,16 +7,15 @@ leaves no answer, and the caller reports the crash.
 
 from __future__ import annotations
 
-import json
-import sys
 import time
-import traceback
 import warnings
 from typing import Any, Dict
 
+from envkit_probe_util import bf16_native, emit, error_text, read_args
+
 
 def main() -> None:
-    marker = sys.argv[1] if len(sys.argv) > 1 else "@@"
+    marker, _config = read_args()
     start = time.monotonic()
     info: Dict[str, Any] = {"ok": False}
     with warnings.catch_warnings(record=True) as caught:
@@ -24,15 +23,13 @@ def main() -> None:
         try:
             import torch
         except BaseException as exc:  # a broken install can raise anything, even SystemExit
-            lines = traceback.format_exception_only(type(exc), exc)
-            info["error"] = "import torch failed: " + "".join(lines).strip()
+            info["error"] = "import torch failed: " + error_text(exc, lines=1000)
         else:
             info.update(describe(torch))
             info["ok"] = True
     info["warnings"] = sorted({str(w.message).strip()[:300] for w in caught})
     info["duration_s"] = round(time.monotonic() - start, 3)
-    sys.stdout.write(marker + json.dumps(info) + marker + "\n")
-    sys.stdout.flush()
+    emit(marker, info)
 
 
 def describe(torch: Any) -> Dict[str, Any]:
@@ -63,11 +60,7 @@ def describe(torch: Any) -> Dict[str, Any]:
             major, minor = cuda.get_device_capability(i)
             devices.append({"name": cuda.get_device_name(i), "cc": "%d.%d" % (major, minor)})
         try:
-            # including_emulation=False: on T4/V100 recent torch otherwise says True through
-            # emulation (pytorch#124996).
-            info["bf16"] = bool(cuda.is_bf16_supported(including_emulation=False))
-        except TypeError:
-            info["bf16"] = bool(cuda.is_bf16_supported())
+            info["bf16"] = bf16_native(torch)
         except Exception:
             info["bf16"] = None
     info["devices"] = devices

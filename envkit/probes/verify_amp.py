@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List
 
-from envkit_probe_util import error_text, import_torch, run
+from envkit_probe_util import bf16_native, error_text, import_torch, run
 
 
 def train(torch: Any, device: str, dtype: Any, steps: int, scaler: Any = None) -> Dict[str, Any]:
@@ -66,13 +66,6 @@ def grad_scaler(torch: Any) -> Any:
         except TypeError:  # torch < 2.3 has no device argument here
             pass
     return torch.cuda.amp.GradScaler()
-
-
-def bf16_native(torch: Any) -> bool:
-    try:
-        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
-    except TypeError:  # older torch has no including_emulation argument
-        return bool(torch.cuda.get_device_capability()[0] >= 8)
 
 
 def main(config: Dict[str, Any]) -> Dict[str, Any]:

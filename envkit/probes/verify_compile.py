@@ -14,12 +14,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import statistics
 import sysconfig
 import time
 from typing import Any, Dict, List, Optional
 
-from envkit_probe_util import error_text, import_torch, run
+from envkit_probe_util import error_text, import_torch, median_seconds, run
 
 # (class, pattern in the error text), first match wins.
 CLASSES = [
@@ -86,16 +85,6 @@ def prerequisites(torch: Any, device: str) -> List[str]:
     return missing
 
 
-def timed_calls(fn: Any, x: Any, sync: Any, iters: int) -> float:
-    times = []
-    for _ in range(iters):
-        start = time.perf_counter()
-        fn(x)
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def compile_on(torch: Any, device: str, iters: int) -> Dict[str, Any]:
     result: Dict[str, Any] = {"device": device}
     missing = prerequisites(torch, device)
@@ -121,8 +110,8 @@ def compile_on(torch: Any, device: str, iters: int) -> Dict[str, Any]:
             sync()
             result["warm_compile_s"] = round(time.perf_counter() - start, 3)
             torch.testing.assert_close(got, expect, rtol=1e-3, atol=1e-3)
-            eager_s = timed_calls(model, x, sync, iters)
-            compiled_s = timed_calls(compiled, x, sync, iters)
+            eager_s = median_seconds(lambda: model(x), iters, sync=sync)
+            compiled_s = median_seconds(lambda: compiled(x), iters, sync=sync)
             result["eager_ms"] = round(eager_s * 1000, 3)
             result["compiled_ms"] = round(compiled_s * 1000, 3)
             result["speedup"] = round(eager_s / compiled_s, 2) if compiled_s > 0 else None

@@ -11,10 +11,9 @@ Config: {"matmul_n": int, "copy_mib": int, "iters": int}
 from __future__ import annotations
 
 import statistics
-import time
 from typing import Any, Dict, List
 
-from envkit_probe_util import error_text, import_torch, run
+from envkit_probe_util import error_text, import_torch, median_seconds, run
 
 
 def cuda_time(torch: Any, fn: Any, iters: int) -> float:
@@ -66,23 +65,13 @@ def gpu(torch: Any, index: int, n: int, copy_mib: int, iters: int) -> Dict[str, 
 def cpu(torch: Any, n: int, copy_mib: int, iters: int) -> Dict[str, Any]:
     a = torch.randn(n, n)
     b = torch.randn(n, n)
-    samples: List[float] = []
-    for i in range(iters + 1):
-        start = time.perf_counter()
-        torch.matmul(a, b)
-        if i:  # the first call warms up
-            samples.append(time.perf_counter() - start)
+    matmul_s = median_seconds(lambda: torch.matmul(a, b), iters, warmup=1)
     src = torch.empty(copy_mib * 1024 * 1024, dtype=torch.uint8)
     dst = torch.empty_like(src)
-    copies: List[float] = []
-    for i in range(iters + 1):
-        start = time.perf_counter()
-        dst.copy_(src)
-        if i:
-            copies.append(time.perf_counter() - start)
+    copy_s = median_seconds(lambda: dst.copy_(src), iters, warmup=1)
     return {
-        "fp32_gflops": round(2 * n**3 / statistics.median(samples) / 1e9, 1),
-        "copy_gbs": round(2 * src.numel() / statistics.median(copies) / 1e9, 1),
+        "fp32_gflops": round(2 * n**3 / matmul_s / 1e9, 1),
+        "copy_gbs": round(2 * src.numel() / copy_s / 1e9, 1),
         "threads": torch.get_num_threads(),
     }
 
