@@ -16,22 +16,19 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _bench import print_medians
+from _bench import timed as _timed
 
 TORCH = "torch==2.13.0"
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=1800)
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed ({proc.returncode}): {(proc.stderr or proc.stdout)[-600:]}")
-    return time.perf_counter() - start
+    return _timed(argv, env=env, timeout=1800)[0]
 
 
 def main() -> None:
@@ -98,13 +95,9 @@ def main() -> None:
                 print(f"  run {run + 1}: {name:32s} {values[-1]:6.2f} s", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    base = statistics.median(times["python -m venv && pip install"])
     where = f"python {sys.version.split()[0]}"
     print(f"runs per route: {args.runs} (alternating, offline from one wheelhouse), {where}")
-    for name, values in times.items():
-        median = statistics.median(values)
-        spread = f"min {min(values):.2f}, max {max(values):.2f}"
-        print(f"{name:32s} median {median:6.2f} s  ({spread})  ratio {median / base:.2f}")
+    print_medians(times, base="python -m venv && pip install", width=32, digits=2)
 
 
 if __name__ == "__main__":

@@ -11,19 +11,15 @@ machine kind): doctor <= 0.15x collect_env, doctor --deep <= 1.0x.
 from __future__ import annotations
 
 import argparse
-import statistics
-import subprocess
 import sys
-import time
+
+from _bench import print_medians
+from _bench import timed as _timed
 
 
 def timed(argv: list[str]) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300, check=False)
-    elapsed = time.perf_counter() - start
-    if proc.returncode not in (0, 1):  # doctor exits 1 when a check fails: still a full run
-        sys.exit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.decode()[-500:]}")
-    return elapsed
+    # doctor exits 1 when a check fails: still a full run
+    return _timed(argv, timeout=300, ok=(0, 1))[0]
 
 
 def main() -> None:
@@ -42,12 +38,8 @@ def main() -> None:
     for _ in range(args.runs):
         for name, argv in commands.items():
             times[name].append(timed(argv))
-    base = statistics.median(times["collect_env"])
     print(f"runs per command: {args.runs} (alternating), python {sys.version.split()[0]}")
-    for name, values in times.items():
-        median = statistics.median(values)
-        spread = f"min {min(values):.3f}, max {max(values):.3f}"
-        print(f"{name:14s} median {median:6.3f} s  ({spread})  ratio {median / base:.3f}")
+    print_medians(times, base="collect_env", width=14)
 
 
 if __name__ == "__main__":

@@ -11,19 +11,14 @@ loaded.
 from __future__ import annotations
 
 import argparse
-import statistics
-import subprocess
 import sys
-import time
+
+from _bench import print_medians
+from _bench import timed as _timed
 
 
 def timed(argv: list[str]) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, timeout=120)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr.decode()[-400:]}")
-    return elapsed
+    return _timed(argv, timeout=120)[0]
 
 
 def main() -> None:
@@ -57,9 +52,7 @@ def main() -> None:
         for name, argv in commands.items():
             times[name].append(timed(argv))
     print(f"runs per command: {args.runs} (alternating), python {sys.version.split()[0]}")
-    for name, values in times.items():
-        spread = f"min {min(values):.3f}, max {max(values):.3f}"
-        print(f"{name:18s} median {statistics.median(values):.3f} s  ({spread})")
+    print_medians(times)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import subprocess
 import sys
-import time
+
+from _bench import print_medians
+from _bench import timed as _timed
 
 
 def timed(checks: str) -> tuple[float, dict[str, str]]:
@@ -30,11 +30,7 @@ def timed(checks: str) -> tuple[float, dict[str, str]]:
         "--checks",
         checks,
     ]
-    start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=900)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.exit(f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr[-400:]}")
+    elapsed, proc = _timed(argv, timeout=900)
     statuses = {c["id"]: c["status"] for c in json.loads(proc.stdout)["checks"]}
     return elapsed, statuses
 
@@ -50,13 +46,9 @@ def main() -> None:
             elapsed, statuses = timed(checks)
             times[name].append(elapsed)
             print(f"  {name:13s} {elapsed:6.2f} s  {statuses}", file=sys.stderr)
-    base = statistics.median(times["compile only"])
     where = f"python {sys.version.split()[0]}"
     print(f"runs per command: {args.runs} (alternating, cold inductor cache each run), {where}")
-    for name, values in times.items():
-        median = statistics.median(values)
-        spread = f"min {min(values):.2f}, max {max(values):.2f}"
-        print(f"{name:13s} median {median:6.2f} s  ({spread})  ratio {median / base:.2f}")
+    print_medians(times, base="compile only", width=13, digits=2)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,6 @@ __all__ = ["MATMUL_WARN_FRACTION", "MEMORY_WARN_FRACTION", "interpret"]
 MATMUL_WARN_FRACTION: Final = 0.5
 MEMORY_WARN_FRACTION: Final = 0.6
 
-STATUSES: Final = {"pass": Status.PASS, "warn": Status.WARN, "fail": Status.FAIL, "skip": Status.SKIP}
-
 
 def _compile_fix(kind: str, facts: Facts) -> str:
     python = facts.python
@@ -62,6 +60,8 @@ def _device_fix(kind: str, facts: Facts) -> str:
         from envkit.checks.compat import plan_fix
 
         return plan_fix(facts)
+    if kind == "crash":  # the probe died: importing torch alone shows where
+        return "run `envkit doctor --deep` to see where torch breaks"
     return "run `envkit doctor` (driver.loaded, torch.driver_compat, torch.gpu_arch say why)"
 
 
@@ -154,12 +154,10 @@ def interpret(check: str, outcome: Optional[ProbeOutcome], facts: Facts) -> Chec
             Status.FAIL,
             f"the {check} probe did not answer: {first_line}",
             detail=outcome.error or "",
-            fix=_fix(check, "crash", facts)
-            if check != "device"
-            else "run `envkit doctor --deep` to see where torch breaks",
+            fix=_fix(check, "crash", facts),
             metrics={"returncode": outcome.result.returncode, "timed_out": outcome.result.timed_out},
         )
-    status = STATUSES.get(str(data.get("status")), Status.FAIL)
+    status = Status(data["status"]) if data.get("status") in {s.value for s in Status} else Status.FAIL
     raw_metrics = data.get("metrics")
     metrics: dict[str, Any] = dict(raw_metrics) if isinstance(raw_metrics, dict) else {}
     kind = data.get("failure_class")
