@@ -66,7 +66,8 @@ class Node:
 
     def status(self, check_id: str) -> Optional[Status]:
         """The check's status on this node; None where its report has no such check."""
-        return next((c.status for c in self.report.checks if c.id == check_id), None)
+        result = self.result(check_id)
+        return None if result is None else result.status
 
     def result(self, check_id: str) -> Optional[CheckResult]:
         return next((c for c in self.report.checks if c.id == check_id), None)

@@ -96,6 +96,8 @@ class _Evaluator:
         self.target = target
         self.request = request
         self.windows = target.platform.startswith("windows")
+        # The GPUs against the driver: the same for every CUDA candidate.
+        self.gpu_driver_failures = self._gpu_driver_failures()
 
     def candidates(self) -> list[_Candidate]:
         found = []
@@ -164,7 +166,7 @@ class _Evaluator:
         risk = needed = None
         cuda = variant_cuda(variant)
         if cuda is not None:
-            failures += self._gpu_driver_failures()
+            failures += self.gpu_driver_failures
             driver_fail, risk, needed = self._driver(cuda)
             failures += driver_fail
             failures += self._arch(release, variant)
