@@ -47,6 +47,20 @@ def envkit(*args: str, envs: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def create_cpu(
+    name: str, backend: str, wheelhouse: Path, *more: str, envs: Path
+) -> subprocess.CompletedProcess[str]:
+    """``envkit create NAME`` of the CPU torch 2.13.0 environment, offline from the wheelhouse."""
+    return envkit(
+        "create",
+        name,
+        *("--template", "pt2-minimal", "--backend", backend, "--torch", "2.13.0", "--cuda", "cpu"),
+        *("--no-gpu", "--wheelhouse", str(wheelhouse), "--offline"),
+        *more,
+        envs=envs,
+    )
+
+
 @pytest.mark.parametrize("backend", ["venv", "uv"])
 def test_create_from_the_wheelhouse_then_import_torch(tmp_path: Path, wheelhouse: Path, backend: str) -> None:
     if (
@@ -55,26 +69,8 @@ def test_create_from_the_wheelhouse_then_import_torch(tmp_path: Path, wheelhouse
         and shutil.which("uv") is None
     ):
         pytest.skip("uv is not installed (it comes with the test extra)")
-    proc = envkit(
-        "create",
-        "cpu-env",
-        "--template",
-        "pt2-minimal",
-        "--backend",
-        backend,
-        "--torch",
-        "2.13.0",
-        "--cuda",
-        "cpu",
-        "--no-gpu",
-        "--python",
-        "3.11",
-        "--wheelhouse",
-        str(wheelhouse),
-        "--offline",
-        "--no-verify",
-        "--json",
-        envs=tmp_path,
+    proc = create_cpu(
+        "cpu-env", backend, wheelhouse, "--python", "3.11", "--no-verify", "--json", envs=tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
@@ -86,49 +82,14 @@ def test_create_from_the_wheelhouse_then_import_torch(tmp_path: Path, wheelhouse
     kept = sorted(p.name for p in (tmp_path / "cpu-env" / "envkit").iterdir())
     assert kept == ["commands.txt", "constraints.txt", "plan.json", "requirements.txt"]
     # A second create of the same name is refused and leaves the first one alone.
-    again = envkit(
-        "create",
-        "cpu-env",
-        "--template",
-        "pt2-minimal",
-        "--backend",
-        backend,
-        "--torch",
-        "2.13.0",
-        "--cuda",
-        "cpu",
-        "--no-gpu",
-        "--wheelhouse",
-        str(wheelhouse),
-        "--offline",
-        envs=tmp_path,
-    )
+    again = create_cpu("cpu-env", backend, wheelhouse, envs=tmp_path)
     assert again.returncode == 2
     assert "already exists; envkit never touches an existing environment" in again.stderr
     assert python.exists()
 
 
 def test_create_verifies_the_new_environment(tmp_path: Path, wheelhouse: Path) -> None:
-    proc = envkit(
-        "create",
-        "verified",
-        "--template",
-        "pt2-minimal",
-        "--backend",
-        "venv",
-        "--torch",
-        "2.13.0",
-        "--cuda",
-        "cpu",
-        "--no-gpu",
-        "--python",
-        "3.11",
-        "--wheelhouse",
-        str(wheelhouse),
-        "--offline",
-        "--json",
-        envs=tmp_path,
-    )
+    proc = create_cpu("verified", "venv", wheelhouse, "--python", "3.11", "--json", envs=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads(proc.stdout)["verify"]
     assert {c["id"]: c["status"] for c in report["checks"]} == {

@@ -73,35 +73,22 @@ def test_compile_without_a_compiler_is_classified(tmp_path: Path) -> None:
     assert "build-essential" in result.fix
 
 
+def torchrun_verify_dist(tag: str, *launcher: str) -> list[str]:
+    """One of two torchrun "nodes" on 127.0.0.1 (c10d rendezvous) running ``envkit verify --checks dist``."""
+    return [
+        str(TORCHRUN),
+        *("--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d"),
+        *("--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", f"envkit-{tag}", "--max-restarts", "0"),
+        *launcher,
+        *("-m", "envkit", "verify", "--checks", "dist", "--json", "--python", sys.executable),
+    ]
+
+
 @pytest.mark.skipif(TORCHRUN is None, reason="torchrun comes with torch")
 def test_two_nodes_through_torchrun() -> None:
-    port, tag = free_port(), secrets.token_hex(6)
+    tag = secrets.token_hex(6)
     env = {**os.environ, "ENVKIT_TEST_TAG": tag}
-    argv = [
-        str(TORCHRUN),
-        "--nnodes",
-        "2",
-        "--nproc-per-node",
-        "1",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        f"127.0.0.1:{port}",
-        "--rdzv-id",
-        f"envkit-{tag}",
-        "--max-restarts",
-        "0",
-        "-m",
-        "envkit",
-        "verify",
-        "--checks",
-        "dist",
-        "--json",
-        "--python",
-        sys.executable,
-        "--timeout",
-        "120",
-    ]
+    argv = [*torchrun_verify_dist(tag), "--timeout", "120"]
     nodes = [
         subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         for _ in range(2)
@@ -120,33 +107,9 @@ def test_two_nodes_through_torchrun() -> None:
 
 @pytest.mark.skipif(TORCHRUN is None, reason="torchrun comes with torch")
 def test_a_node_that_never_joins_torchrun_fails_cleanly() -> None:
-    port, tag = free_port(), secrets.token_hex(6)
+    tag = secrets.token_hex(6)
     env = {**os.environ, "ENVKIT_TEST_TAG": tag}
-    argv = [
-        str(TORCHRUN),
-        "--nnodes",
-        "2",
-        "--nproc-per-node",
-        "1",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        f"127.0.0.1:{port}",
-        "--rdzv-id",
-        f"envkit-{tag}",
-        "--max-restarts",
-        "0",
-        "--rdzv-conf",
-        "join_timeout=5,last_call_timeout=1",
-        "-m",
-        "envkit",
-        "verify",
-        "--checks",
-        "dist",
-        "--json",
-        "--python",
-        sys.executable,
-    ]
+    argv = torchrun_verify_dist(tag, "--rdzv-conf", "join_timeout=5,last_call_timeout=1")
     start = time.monotonic()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode != 0
