@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
+import envkit.knowledge._table as table
 from envkit.detect.nvml import NvmlError, RecordedNvml
+from envkit.knowledge import load_knowledge
 from envkit.system import System
 
 DATA = Path(__file__).parent / "data"
@@ -143,3 +147,14 @@ def add_fake_torch(
         "xpu: Optional[str] = None\n"
     )
     return pkg
+
+
+@pytest.fixture
+def data_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A copy of the knowledge base's TOML files that load_knowledge() reads instead (edit freely)."""
+    for path in table.DATA_DIR.glob("*.toml"):
+        shutil.copy(path, tmp_path / path.name)
+    monkeypatch.setattr(table, "DATA_DIR", tmp_path)
+    load_knowledge.cache_clear()
+    yield tmp_path
+    load_knowledge.cache_clear()

@@ -17,7 +17,6 @@ from types import ModuleType
 import pytest
 
 import envkit.knowledge as kb
-import envkit.knowledge._table as table
 from envkit.knowledge import load_knowledge
 from envkit.versions import Version
 
@@ -289,16 +288,6 @@ def test_diff_reports_what_releases_toml_lacks() -> None:
 # --- Rewriting releases.toml ----------------------------------------------------------------------
 
 TODAY = "2026-12-01"
-
-
-@pytest.fixture
-def data_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for path in kb.DATA_DIR.glob("*.toml"):
-        shutil.copy(path, tmp_path / path.name)
-    monkeypatch.setattr(table, "DATA_DIR", tmp_path)
-    load_knowledge.cache_clear()
-    yield tmp_path
-    load_knowledge.cache_clear()
 
 
 def _block(text: str, torch: str) -> str:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 import envkit.knowledge as kb
-import envkit.knowledge._table as table
 from envkit.knowledge import PLATFORMS, KnowledgeError, load_knowledge, variant_cuda
 from envkit.versions import ComputeCapability, Version
 
@@ -139,16 +137,6 @@ def test_ptx_covers_newer_majors() -> None:
 
 
 # A bad row names its file, its position and its field ------------------------------------------
-
-
-@pytest.fixture
-def data_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for path in kb.DATA_DIR.glob("*.toml"):
-        shutil.copy(path, tmp_path / path.name)
-    monkeypatch.setattr(table, "DATA_DIR", tmp_path)
-    load_knowledge.cache_clear()
-    yield tmp_path
-    load_knowledge.cache_clear()
 
 
 def _edit(path: Path, old: str, new: str) -> None:
