@@ -1,31 +1,49 @@
-"""The one way envkit runs a program: a mandatory timeout, no shell, and the whole process group
-killed at the end.
+"""The one way envkit runs a program: a mandatory timeout, no shell, bounded output, and the whole
+process group stopped at the end.
 
 Every child starts in a new session (its own process group). When it overruns, the group gets
 SIGTERM, a short grace period, then SIGKILL; when it finishes, whatever it left behind in the group
 is killed too. NCCL and torchrun workers outlive their parent otherwise, and a wedged
 ``nvidia-smi`` must never hang ``envkit doctor``. A missing program, an OSError or a timeout is a
 result, not an exception.
+
+No child outlives envkit: every live child is in a registry, and ``terminate_all()`` (called by the
+CLI on its way out, and at interpreter exit as a backstop) stops each one's group. A run whose
+caller gave up on it (a detector past the deadline, see ``detect.run_bounded``) is a ``Scope``
+that is cancelled: its children are stopped and it may start no new ones. This matters because
+detectors run in daemon threads, and a daemon thread's ``finally`` never runs at interpreter exit.
+
+What a child prints is kept up to ``MAX_KEPT_BYTES`` per stream (the last part: the end of an
+installer's log says why it failed); the rest is dropped and the result says so. A child printing
+forever (``yes``, a looping ``nvidia-smi``) must not grow envkit's memory without bound.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import contextvars
 import os
+import selectors
 import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Optional, Protocol, Union
+from typing import IO, TYPE_CHECKING, Callable, Final, Optional, Protocol, Union
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
-__all__ = ["ProcResult", "Runner", "run"]
+__all__ = ["MAX_KEPT_BYTES", "ProcResult", "Runner", "Scope", "live_pids", "run", "scope", "terminate_all"]
 
 # How long a child gets between SIGTERM and SIGKILL (nox uses a similar staged shutdown).
-TERM_GRACE_S = 0.5
+TERM_GRACE_S: Final = 0.5
+# What is kept of each output stream: its last 4 MiB.
+MAX_KEPT_BYTES: Final = 4 * 1024 * 1024
+# A streamed "line" longer than this (a child printing without newlines) is passed on in pieces.
+MAX_LINE_BYTES: Final = 64 * 1024
+_CHUNK: Final = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -39,6 +57,9 @@ class ProcResult:
     duration_s: float
     timed_out: bool = False
     error: Optional[str] = None  # "not found", "permission denied", an OSError text
+    # Bytes dropped from the start of each stream to keep it within MAX_KEPT_BYTES (0: all kept).
+    stdout_cut: int = 0
+    stderr_cut: int = 0
 
     @property
     def ok(self) -> bool:
@@ -46,23 +67,33 @@ class ProcResult:
 
     def describe(self) -> str:
         """One line saying how the command ended, e.g. "`nvcc --version` timed out after 5.0 s"."""
-        cmd = "`" + " ".join(self.argv) + "`"
+        cmd = "`" + short(" ".join(self.argv), 200) + "`"
         if self.error is not None:
-            return f"{cmd} could not run: {self.error}"
-        if self.timed_out:
-            return f"{cmd} timed out after {self.duration_s:.1f} s"
-        if self.returncode is not None and self.returncode < 0:
+            text = f"{cmd} could not run: {self.error}"
+        elif self.timed_out:
+            text = f"{cmd} timed out after {self.duration_s:.1f} s"
+        elif self.returncode is not None and self.returncode < 0:
             try:
                 name = signal.Signals(-self.returncode).name
             except ValueError:
                 name = f"signal {-self.returncode}"
-            return f"{cmd} was killed by {name}"
-        return f"{cmd} exited with {self.returncode}"
+            text = f"{cmd} was killed by {name}"
+        else:
+            text = f"{cmd} exited with {self.returncode}"
+        if self.stdout_cut or self.stderr_cut:
+            text += f" (its output was cut to the last {MAX_KEPT_BYTES // (1024 * 1024)} MiB)"
+        return text
 
     def tail(self, lines: int = 12) -> str:
-        """The last lines of stderr (or stdout when stderr is empty), for error messages."""
+        """The last lines of stderr (or stdout when stderr is empty), each at most 300 characters,
+        for error messages."""
         text = self.stderr.strip() or self.stdout.strip()
-        return "\n".join(text.splitlines()[-lines:])
+        return "\n".join(short(line, 300) for line in text.splitlines()[-lines:])
+
+
+def short(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with an ellipsis when it was longer (notes, messages)."""
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
 
 
 class Runner(Protocol):
@@ -77,6 +108,106 @@ class Runner(Protocol):
         cwd: Optional[str] = None,
         on_line: Optional[Callable[[str], None]] = None,
     ) -> ProcResult: ...
+
+
+# ---- the registry of live children ------------------------------------------------------------
+
+_LOCK = threading.Lock()
+_LIVE: dict[int, subprocess.Popen[bytes]] = {}  # pid (= process group id) -> child
+_CLOSED = False  # set at interpreter exit: nothing new may start
+
+
+class Scope:
+    """The children started on behalf of one piece of work (a detector); ``cancel()`` stops them
+    and refuses new ones, for work whose caller stopped waiting."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.cancelled = False
+        self._pids: set[int] = set()
+
+    def cancel(self) -> None:
+        with _LOCK:
+            self.cancelled = True
+            pids = [pid for pid in self._pids if pid in _LIVE]
+        _stop_groups(pids)
+
+
+_SCOPE: contextvars.ContextVar[Optional[Scope]] = contextvars.ContextVar("envkit_proc_scope", default=None)
+
+
+@contextlib.contextmanager
+def scope(name: str) -> Iterator[Scope]:
+    """Children started inside this block (in this thread, or in a thread started with a copy of
+    its context) belong to the returned Scope."""
+    current = Scope(name)
+    token = _SCOPE.set(current)
+    try:
+        yield current
+    finally:
+        _SCOPE.reset(token)
+
+
+def live_pids() -> list[int]:
+    """The process (group) ids of the children envkit is running now."""
+    with _LOCK:
+        return sorted(_LIVE)
+
+
+def terminate_all(grace: float = TERM_GRACE_S) -> int:
+    """Stop every live child's process group: SIGTERM, ``grace`` seconds, then SIGKILL.
+
+    Returns how many children were running. Safe to call from any thread, more than once.
+    """
+    with _LOCK:
+        pids = list(_LIVE)
+    _stop_groups(pids, grace)
+    return len(pids)
+
+
+def _at_exit() -> None:
+    global _CLOSED
+    with _LOCK:
+        _CLOSED = True
+    terminate_all()
+
+
+atexit.register(_at_exit)
+
+
+def _stop_groups(pids: Sequence[int], grace: float = TERM_GRACE_S) -> None:
+    if not pids:
+        return
+    for pid in pids:
+        _kill_group(pid, signal.SIGTERM)
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        if not any(_group_alive(pid) for pid in pids):
+            return
+        time.sleep(0.02)
+    for pid in pids:
+        _kill_group(pid, signal.SIGKILL)
+    # SIGKILL is delivered asynchronously: wait (briefly) until the groups are really gone.
+    end = time.monotonic() + grace
+    while time.monotonic() < end and any(_group_alive(pid) for pid in pids):
+        time.sleep(0.01)
+
+
+def _group_alive(pgid: int) -> bool:
+    with _LOCK:
+        proc = _LIVE.get(pgid)
+    if proc is not None:
+        # Reap the leader if it ended: an unreaped zombie still answers killpg(0).
+        with contextlib.suppress(Exception):
+            proc.poll()
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+# ---- running one child --------------------------------------------------------------------------
 
 
 def run(
@@ -95,134 +226,193 @@ def run(
         env: the child's whole environment; ``None`` inherits envkit's.
         cwd: the child's working directory.
         on_line: when given, stderr is merged into stdout and each line is passed to it as it
-            arrives (an installer's live progress); ``stdout`` still holds the whole output.
+            arrives (an installer's live progress); ``stdout`` holds the output (its last
+            MAX_KEPT_BYTES).
 
     Returns:
         A ProcResult; it never raises for a missing program, an OSError or a timeout.
     """
     args = tuple(argv)
     start = time.monotonic()
-    if on_line is not None:
-        return _run_streaming(args, timeout, env, cwd, on_line, start)
-    proc = _spawn(args, env, cwd, subprocess.PIPE, start)
+    proc = _spawn(args, env, cwd, subprocess.STDOUT if on_line is not None else subprocess.PIPE, start)
     if isinstance(proc, ProcResult):
         return proc
-    timed_out = False
+    out = _Tail()
+    err = _Tail()
+    streams: list[tuple[IO[bytes], Callable[[bytes], None]]] = []
+    splitter: Optional[_Lines] = None
+    assert proc.stdout is not None
+    if on_line is not None:
+        lines = splitter = _Lines(out, on_line)
+        streams.append((proc.stdout, lines.add))
+    else:
+        assert proc.stderr is not None
+        streams += [(proc.stdout, out.add), (proc.stderr, err.add)]
     try:
-        out, err = proc.communicate(timeout=max(timeout, 0.0))
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        out, err = _shutdown(proc)
-    except BaseException:  # Ctrl-C while waiting: the child must not outlive us
-        _kill_group(proc.pid, signal.SIGKILL)
-        proc.wait()
+        timed_out = _pump(proc, streams, start + max(timeout, 0.0))
+        if splitter is not None:
+            splitter.flush()
+    except BaseException:  # Ctrl-C or SIGTERM while waiting: the child must not outlive us
+        _stop_groups([proc.pid])
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=TERM_GRACE_S)
         raise
     finally:
         # Whatever the child left running in its group (workers, daemons) goes with it.
         _kill_group(proc.pid, signal.SIGKILL)
+        with _LOCK:
+            _LIVE.pop(proc.pid, None)
+        for stream, _ in streams:
+            with contextlib.suppress(OSError):
+                stream.close()
     return ProcResult(
         argv=args,
         returncode=None if timed_out else proc.returncode,
-        stdout=_decode(out),
-        stderr=_decode(err),
+        stdout=out.text(),
+        stderr=err.text(),
         duration_s=time.monotonic() - start,
         timed_out=timed_out,
+        stdout_cut=out.dropped,
+        stderr_cut=err.dropped,
     )
 
 
 def _spawn(
     args: tuple[str, ...], env: Optional[Mapping[str, str]], cwd: Optional[str], stderr: int, start: float
 ) -> Union[subprocess.Popen[bytes], ProcResult]:
-    """Start the child in its own process group (so all of it can be stopped); a ProcResult saying
-    why when it cannot start."""
-    try:
-        return subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=None if env is None else dict(env),
-            cwd=cwd,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        error = {FileNotFoundError: "not found", PermissionError: "permission denied"}.get(
-            type(exc), str(exc)
-        )
-        return ProcResult(args, None, "", "", time.monotonic() - start, error=error)
-
-
-def _run_streaming(
-    args: tuple[str, ...],
-    timeout: float,
-    env: Optional[Mapping[str, str]],
-    cwd: Optional[str],
-    on_line: Callable[[str], None],
-    start: float,
-) -> ProcResult:
-    proc = _spawn(args, env, cwd, subprocess.STDOUT, start)
-    if isinstance(proc, ProcResult):
-        return proc
-    lines: list[str] = []
-    assert proc.stdout is not None
-    stream = proc.stdout
-
-    def read() -> None:
-        for raw in iter(stream.readline, b""):
-            line = _decode(raw).rstrip("\r\n")
-            lines.append(line)
-            on_line(line)
-
-    reader = threading.Thread(target=read, name="envkit-stream", daemon=True)
-    reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=max(timeout, 0.0))
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc.pid, signal.SIGTERM)
+    """Start the child in its own process group (so all of it can be stopped) and register it; a
+    ProcResult saying why when it cannot or may not start."""
+    current = _SCOPE.get()
+    # Spawning under the lock: terminate_all() never misses a child that is just starting.
+    with _LOCK:
+        if _CLOSED or (current is not None and current.cancelled):
+            why = "envkit is exiting" if _CLOSED else f"{current.name} was abandoned" if current else ""
+            return ProcResult(args, None, "", "", time.monotonic() - start, error=f"not started: {why}")
         try:
-            proc.wait(timeout=TERM_GRACE_S)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc.pid, signal.SIGKILL)
-            proc.wait()
-    except BaseException:  # Ctrl-C: the installer must not outlive us
-        _kill_group(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=None if env is None else dict(env),
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            error = {FileNotFoundError: "not found", PermissionError: "permission denied"}.get(
+                type(exc), str(exc)
+            )
+            return ProcResult(args, None, "", "", time.monotonic() - start, error=error)
+        _LIVE[proc.pid] = proc
+        if current is not None:
+            current._pids.add(proc.pid)
+    return proc
+
+
+def _pump(
+    proc: subprocess.Popen[bytes], streams: list[tuple[IO[bytes], Callable[[bytes], None]]], end: float
+) -> bool:
+    """Read the child's pipes until they close and it exits, or until ``end``; then SIGTERM the
+    group, give it TERM_GRACE_S, SIGKILL it, and give up on pipes a process outside the group still
+    holds. Returns whether it timed out."""
+    selector = selectors.DefaultSelector()
+    for stream, sink in streams:
+        selector.register(stream, selectors.EVENT_READ, sink)
+    timed_out = False
+    stage = 0  # 0 running, 1 SIGTERM sent, 2 SIGKILL sent
+    try:
+        while selector.get_map() or proc.poll() is None:
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                if stage == 2:
+                    break  # a grandchild that left the group holds the pipes; give up on them
+                timed_out = True
+                stage += 1
+                _kill_group(proc.pid, signal.SIGTERM if stage == 1 else signal.SIGKILL)
+                end = time.monotonic() + TERM_GRACE_S
+                continue
+            if not selector.get_map():
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=remaining)
+                continue
+            for key, _events in selector.select(remaining):
+                data = os.read(key.fd, _CHUNK)
+                if data:
+                    key.data(data)
+                else:
+                    selector.unregister(key.fileobj)
     finally:
+        selector.close()
+    if proc.poll() is None:
         _kill_group(proc.pid, signal.SIGKILL)
-        reader.join(timeout=2.0)
-        stream.close()
-    return ProcResult(
-        argv=args,
-        returncode=None if timed_out else proc.returncode,
-        stdout="\n".join(lines) + ("\n" if lines else ""),
-        stderr="",
-        duration_s=time.monotonic() - start,
-        timed_out=timed_out,
-    )
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=TERM_GRACE_S)
+    return timed_out
 
 
-def _shutdown(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
-    _kill_group(proc.pid, signal.SIGTERM)
-    try:
-        return proc.communicate(timeout=TERM_GRACE_S)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid, signal.SIGKILL)
-    try:
-        return proc.communicate(timeout=TERM_GRACE_S)
-    except subprocess.TimeoutExpired:
-        # A grandchild outside the group still holds the pipes; give up on the output.
-        proc.kill()
-        proc.wait()
-        return b"", b""
+class _Tail:
+    """The last MAX_KEPT_BYTES of a stream, and how many bytes before them were dropped."""
+
+    def __init__(self, limit: int = MAX_KEPT_BYTES) -> None:
+        self.limit = limit
+        self.dropped = 0
+        self._buf = bytearray()
+
+    def add(self, data: bytes) -> None:
+        self._buf += data
+        # Trim only past twice the limit, so a fast child costs a copy per ``limit`` bytes, not per read.
+        if len(self._buf) > 2 * self.limit:
+            over = len(self._buf) - self.limit
+            del self._buf[:over]
+            self.dropped += over
+
+    def text(self) -> str:
+        over = len(self._buf) - self.limit
+        if over > 0:
+            del self._buf[:over]
+            self.dropped += over
+        body = self._buf.decode("utf-8", errors="replace")
+        if not self.dropped:
+            return body
+        kept = len(self._buf)
+        return (
+            f"[envkit: output cut: the first {self.dropped} bytes were dropped, the last {kept} kept]\n{body}"
+        )
+
+
+class _Lines:
+    """Splits a byte stream into lines for ``on_line`` (a line over MAX_LINE_BYTES goes in pieces)
+    and keeps the joined output in a _Tail."""
+
+    def __init__(self, tail: _Tail, on_line: Callable[[str], None]) -> None:
+        self.tail = tail
+        self.on_line = on_line
+        self._partial = bytearray()
+
+    def add(self, data: bytes) -> None:
+        self._partial += data
+        while True:
+            cut = self._partial.find(b"\n")
+            if cut < 0:
+                if len(self._partial) < MAX_LINE_BYTES:
+                    return
+                cut = MAX_LINE_BYTES - 1
+            piece = bytes(self._partial[: cut + 1])
+            del self._partial[: cut + 1]
+            self._emit(piece)
+
+    def flush(self) -> None:
+        if self._partial:
+            piece = bytes(self._partial)
+            self._partial.clear()
+            self._emit(piece)
+
+    def _emit(self, piece: bytes) -> None:
+        line = piece.decode("utf-8", errors="replace").rstrip("\r\n")
+        self.tail.add(line.encode("utf-8", errors="replace") + b"\n")
+        self.on_line(line)
 
 
 def _kill_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-
-
-def _decode(data: bytes | None) -> str:
-    return (data or b"").decode("utf-8", errors="replace")

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
-from envkit._proc import run
+from envkit._proc import (
+    MAX_KEPT_BYTES,
+    MAX_LINE_BYTES,
+    ProcResult,
+    Scope,
+    live_pids,
+    run,
+    scope,
+    terminate_all,
+)
 
 PY = sys.executable
 
@@ -151,3 +161,113 @@ def test_streaming_timeout_and_missing_program() -> None:
     assert result.timed_out
     assert lines == ["working"]
     assert run(["/nonexistent/installer"], timeout=1, on_line=lines.append).error == "not found"
+
+
+def _yes_stand_in(folder: Path) -> Path:
+    """A stand-in ``nvidia-smi`` that prints forever (the real ``yes`` behind it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "nvidia-smi"
+    script.write_text('#!/bin/sh\nexec yes "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-5b9a)"\n')
+    script.chmod(0o755)
+    return script
+
+
+def _max_rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def test_output_is_capped_and_says_it_was_cut(tmp_path: Path) -> None:
+    smi = _yes_stand_in(tmp_path)
+    before = _max_rss_mib()
+    result = run([str(smi)], timeout=1.0)
+    grown = _max_rss_mib() - before
+    assert result.timed_out
+    assert result.stdout_cut > 0  # it printed more than was kept
+    assert result.stdout.startswith("[envkit: output cut: the first ")
+    body = result.stdout.split("\n", 1)[1]
+    assert len(body.encode()) == MAX_KEPT_BYTES  # exactly the last MAX_KEPT_BYTES
+    assert body.rstrip("\n").endswith("GPU-5b9a)") or body.endswith("(UUID")  # the tail, not the head
+    assert "output was cut to the last 4 MiB" in result.describe()
+    assert grown < 96, f"envkit grew by {grown:.0f} MiB reading {result.stdout_cut} bytes"
+
+
+def test_streaming_output_is_capped_too(tmp_path: Path) -> None:
+    smi = _yes_stand_in(tmp_path)
+    count = 0
+
+    def on_line(line: str) -> None:
+        nonlocal count
+        count += 1
+
+    result = run([str(smi)], timeout=1.0, on_line=on_line)
+    assert result.timed_out
+    assert count > 0
+    assert result.stdout_cut > 0
+    assert result.stdout.startswith("[envkit: output cut: the first ")
+    assert len(result.stdout.split("\n", 1)[1].encode()) == MAX_KEPT_BYTES
+
+
+def test_streaming_splits_an_endless_line() -> None:
+    pieces: list[str] = []
+    code = "import sys; sys.stdout.write('x' * 200000); sys.stdout.flush()"
+    result = run([PY, "-c", code], timeout=10, on_line=pieces.append)
+    assert result.ok
+    assert "".join(pieces) == "x" * 200000
+    assert max(len(p) for p in pieces) <= MAX_LINE_BYTES
+
+
+STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+
+
+def _start_in_thread(argv: list[str], timeout: float, box: dict[str, ProcResult]) -> threading.Thread:
+    def body() -> None:
+        box["result"] = run(argv, timeout=timeout)
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    return thread
+
+
+def _wait_for_live(count: int) -> list[int]:
+    deadline = time.monotonic() + 10
+    while len(live_pids()) < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return live_pids()
+
+
+def test_terminate_all_stops_a_child_that_ignores_sigterm() -> None:
+    box: dict[str, ProcResult] = {}
+    thread = _start_in_thread([PY, "-c", STUBBORN], 60, box)
+    (pid,) = _wait_for_live(1)
+    time.sleep(0.3)  # let it install its SIGTERM handler
+    start = time.monotonic()
+    assert terminate_all() == 1
+    assert time.monotonic() - start < 5
+    assert not _alive(pid)
+    thread.join(5)
+    assert not thread.is_alive()
+    assert box["result"].returncode == -9  # SIGKILL, after SIGTERM was ignored
+    assert live_pids() == []
+
+
+def test_a_cancelled_scope_stops_its_children_and_starts_no_more() -> None:
+    box: dict[str, ProcResult] = {}
+    holder: dict[str, Scope] = {}
+
+    def body() -> None:
+        with scope("test-detector") as sc:
+            holder["scope"] = sc
+            box["first"] = run([PY, "-c", STUBBORN], timeout=60)
+            box["second"] = run([PY, "-c", "print('never')"], timeout=60)
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    (pid,) = _wait_for_live(1)
+    time.sleep(0.3)
+    holder["scope"].cancel()
+    thread.join(5)
+    assert not _alive(pid)
+    assert box["second"].error == "not started: test-detector was abandoned"
+    assert box["second"].returncode is None
