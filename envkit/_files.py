@@ -1,31 +1,203 @@
-"""Reading the files users name (one-line errors), and writing files whole or not at all: a
-temporary name in the same folder, then a rename."""
+"""Reading the files users name (one-line errors), parsing them without letting a hostile file
+exhaust memory, time or the stack, and writing files whole or not at all: a temporary name in the
+same folder, then a rename.
+
+Every file a user names (``--from``, fleet and diff reports, ``--expect``, templates, spec files) is
+read by :func:`read_text` and parsed by :func:`parse_json`, :func:`parse_toml` or
+:func:`parse_yaml`, so each limit below holds for all of them.
+"""
 
 from __future__ import annotations
 
+import errno
+import importlib
+import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Final, Optional
 
 from envkit.errors import InputError
 
-__all__ = ["read_text", "write_atomic"]
+__all__ = [
+    "MAX_INPUT_BYTES",
+    "MAX_NESTING",
+    "check_output",
+    "parse_json",
+    "parse_toml",
+    "parse_yaml",
+    "read_text",
+    "write_atomic",
+    "write_output",
+]
+
+# The largest file envkit reads. One node's report is ~10-100 KiB and a pasted collect_env text a few
+# KiB; 64 MiB leaves room for anything real and keeps a mistaken `--from /var/log/huge.log` (or a
+# hostile file) from being read whole into memory.
+MAX_INPUT_BYTES: Final = 64 * 1024 * 1024
+# The deepest nesting of lists / tables envkit accepts in a file it reads. Its own reports nest 6
+# deep; anything past this is not a report, and walking it would exhaust Python's stack
+# (json, tomllib and PyYAML all recurse per level: `[[[[...` raises RecursionError).
+MAX_NESTING: Final = 64
+
+
+def _too_big(label: str, size: int, hint: str) -> InputError:
+    return InputError(
+        f"{label}: the file is {size / 2**20:.0f} MiB; envkit reads files up to "
+        f"{MAX_INPUT_BYTES // 2**20} MiB",
+        hint=hint or "is this the file you meant?",
+    )
 
 
 def read_text(path: str, *, label: Optional[str] = None, hint: str = "") -> str:
     """A text file a user named (``-``: standard input); InputError, prefixed ``label`` (the path by
-    default), when it cannot be read or is not text."""
-    if path == "-":
-        return sys.stdin.read()
+    default), when it cannot be read, is larger than MAX_INPUT_BYTES or is not UTF-8 text."""
     label = label or path
     try:
-        return Path(path).read_text(encoding="utf-8")
+        if path == "-":
+            raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1) if hasattr(sys.stdin, "buffer") else None
+            if raw is None:  # a text-only stream (tests that swap sys.stdin)
+                text = sys.stdin.read(MAX_INPUT_BYTES + 1)
+                if len(text) > MAX_INPUT_BYTES:
+                    raise _too_big(label, len(text), hint)
+                return text
+        else:
+            with open(path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size > MAX_INPUT_BYTES:
+                    raise _too_big(label, size, hint)
+                # fstat says 0 for pipes and /proc files: read one byte past the cap to tell.
+                raw = fh.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
         raise InputError(f"{label}: cannot read it ({exc.strerror or exc})", hint=hint) from None
-    except UnicodeDecodeError:
-        raise InputError(f"{label}: not a text file", hint=hint) from None
+    if len(raw) > MAX_INPUT_BYTES:
+        raise _too_big(label, len(raw), hint)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{label}: not a text file (not UTF-8 at byte {exc.start})", hint=hint) from None
+
+
+def _clean(value: Any, label: str) -> Any:
+    """``value`` checked for nesting deeper than MAX_NESTING (iteratively: no recursion here), with
+    lone surrogates (JSON's ``"\\ud800"``, which no UTF-8 output can carry) replaced by U+FFFD."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    dirty = False
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            dirty = dirty or _has_surrogate(item)
+        elif isinstance(item, (dict, list)):
+            if depth >= MAX_NESTING:
+                raise _too_deep(label)
+            if isinstance(item, dict):
+                dirty = dirty or any(_has_surrogate(k) for k in item)
+                item = list(item.values())
+            stack.extend((child, depth + 1) for child in item if isinstance(child, (str, dict, list)))
+    return _replace_surrogates(value) if dirty else value
+
+
+def _has_surrogate(text: object) -> bool:
+    if not isinstance(text, str):
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _fix(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _replace_surrogates(value: Any) -> Any:
+    # Only reached for data already known to nest at most MAX_NESTING deep.
+    if isinstance(value, str):
+        return _fix(value)
+    if isinstance(value, dict):
+        return {_fix(k) if isinstance(k, str) else k: _replace_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_surrogates(v) for v in value]
+    return value
+
+
+def _too_deep(label: str) -> InputError:
+    return InputError(f"{label}: nested more than {MAX_NESTING} levels deep; not a file envkit reads")
+
+
+def parse_json(text: str, label: str) -> Any:
+    """JSON text to data; ValueError (json's own, with its position; also an integer too long for
+    Python to convert) when it is not JSON, InputError when it nests deeper than MAX_NESTING."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise _too_deep(label) from None
+    return _clean(data, label)
+
+
+def parse_toml(text: str, label: str, *, hint: str = "") -> dict[str, Any]:
+    """TOML text to a table; InputError naming ``label`` when it is not TOML or nests too deep."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python < 3.11 only
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(text)
+    except RecursionError:
+        raise _too_deep(label) from None
+    except ValueError as exc:  # TOMLDecodeError, and int() past sys.get_int_max_str_digits()
+        raise InputError(f"{label}: not valid TOML: {exc}", hint=hint) from None
+    return _clean(data, label)  # type: ignore[no-any-return]
+
+
+def _yaml_loader() -> Any:
+    # PyYAML is imported only when a YAML file is read (and typed as Any: its stubs are not a
+    # dependency). It is what conda-lock's own parser uses (conda_lock/src_parser/environment_yaml.py).
+    try:
+        yaml: Any = importlib.import_module("yaml")
+    except ImportError:
+        raise InputError("reading YAML files needs PyYAML", hint="pip install pyyaml") from None
+
+    class NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc]
+        """SafeLoader without aliases: ``*name`` repeats a node without copying it, so nine lines of
+        aliases expand to 10^9 list items when constructed (the "billion laughs" attack; PyYAML
+        issue https://github.com/yaml/pyyaml/issues/211). conda environment files never need them."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"found an alias (*{event.anchor}); envkit does not read YAML aliases",
+                    event.start_mark,
+                )
+            return super().compose_node(parent, index)
+
+    return yaml, NoAliasLoader
+
+
+def parse_yaml(text: str, label: str) -> Any:
+    """YAML text to data with PyYAML's safe loader, refusing aliases; InputError naming ``label``."""
+    yaml, loader = _yaml_loader()
+    try:
+        data = yaml.load(text, Loader=loader)  # a SafeLoader subclass: no arbitrary objects
+    except RecursionError:
+        raise _too_deep(label) from None
+    except yaml.MarkedYAMLError as exc:
+        where = f" (line {exc.problem_mark.line + 1})" if exc.problem_mark is not None else ""
+        raise InputError(f"{label}: not valid YAML{where}: {exc.problem or exc.context}") from None
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int past sys.get_int_max_str_digits()
+        raise InputError(
+            f"{label}: not valid YAML: {str(exc).splitlines()[0] if str(exc) else exc}"
+        ) from None
+    return _clean(data, label)
 
 
 def _umask() -> int:
@@ -51,3 +223,44 @@ def write_atomic(path: str | Path, text: str, *, mode: int = 0o666) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def check_output(path: str, *, label: str, folder: bool = False) -> Path:
+    """Fail early, with a one-line InputError naming ``label`` (``--junit out.xml``), for an output
+    path that cannot be written: a folder where a file is wanted (or a file where a folder is), a
+    name too long, a parent that is a file, or a read-only place. Missing parents are fine: they
+    are made when written."""
+    target = Path(path)
+    try:
+        if folder:
+            if target.exists() and not target.is_dir():
+                raise InputError(f"{label}: not a folder")
+        elif target.is_dir():
+            raise InputError(f"{label}: is a folder; give a file name")
+        # The nearest existing folder above must be one and writable (os.access: EROFS too).
+        parent = target if folder else target.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise InputError(f"{label}: {parent} is not a folder")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise InputError(f"{label}: cannot write in {parent} (read-only or not yours)")
+    except OSError as exc:
+        raise InputError(f"{label}: cannot write it ({_why(exc)})") from None
+    return target
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno == errno.ENAMETOOLONG:
+        return "the name is too long"
+    return exc.strerror or str(exc)
+
+
+def write_output(path: str, text: str, *, label: str) -> Path:
+    """:func:`write_atomic` for a file a user asked for (``--junit``, ``--html``): InputError (exit 2)
+    naming ``label`` when it cannot be written, instead of an internal error."""
+    check_output(path, label=label)
+    try:
+        return write_atomic(path, text)
+    except OSError as exc:
+        raise InputError(f"{label}: cannot write it ({_why(exc)})") from None

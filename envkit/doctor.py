@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import TYPE_CHECKING, Optional
 
-from envkit._files import read_text
+from envkit._files import parse_json, read_text
 from envkit.checks import CHECKS, run_checks
 from envkit.detect import begin_run, detect_all
 from envkit.errors import InputError
@@ -39,7 +38,7 @@ def diagnose_file(path: str) -> Report:
     pasted ``python -m torch.utils.collect_env`` output (``-`` reads standard input)."""
     text = read_text(path, label=f"--from {path}")
     try:
-        data = json.loads(text)
+        data = parse_json(text, f"--from {path}")
     except ValueError as exc:
         from envkit.collect_env import UNREPORTED_CHECKS, looks_like_collect_env, parse_collect_env
 

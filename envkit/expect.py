@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from envkit._files import read_text
+from envkit._files import parse_toml, read_text
 from envkit.checks._common import and_list
 from envkit.errors import InputError
 from envkit.report import CheckResult, Status
@@ -24,11 +23,6 @@ if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
 
     from envkit.facts import Facts
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python < 3.11 only
-    import tomli as tomllib
 
 __all__ = ["KEYS", "Expectations", "check_expectations", "load_expectations"]
 
@@ -75,10 +69,7 @@ def _line_of(text: str, key: str) -> int:
 def load_expectations(path: str, known_checks: tuple[str, ...] = ()) -> Expectations:
     """Read and validate an expectations file; InputError says file:line and the key."""
     text = read_text(path, label=f"--expect {path}")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML: {exc}") from None
+    data = parse_toml(text, path)
     for key, value in data.items():
         value_any: Any = value
         where = f"{path}:{_line_of(text, key)}"
@@ -103,8 +94,11 @@ def load_expectations(path: str, known_checks: tuple[str, ...] = ()) -> Expectat
 
 
 def _validate_value(key: str, value: Any, where: str) -> None:
+    if isinstance(value, str) and not value.strip():
+        # An empty spec would match every version: a typo must not turn the check into "anything".
+        raise InputError(f"{where}: {key} is empty; give the {KEYS[key][1]}, or remove the line")
     if key in ("min_driver", "min_nccl", "cuda") and parse_version(value) is None:
-        raise InputError(f"{where}: {key} = {value!r} is not a version")
+        raise InputError(f"{where}: {key} = {value!r:.60} is not a version")
     if key in ("torch", "python"):
         _spec(value, where, key)
     if key in ("gpu_count", "max_temperature_c", "min_gpu_memory_mib") and value < 0:
@@ -114,7 +108,7 @@ def _validate_value(key: str, value: Any, where: str) -> None:
 def _spec(value: str, where: str, key: str) -> SpecifierSet:
     spec = parse_spec(value)
     if spec is None:
-        raise InputError(f"{where}: {key} = {value!r} is neither a version nor a PEP 440 spec")
+        raise InputError(f"{where}: {key} = {value!r:.60} is neither a version nor a PEP 440 spec")
     return spec
 
 

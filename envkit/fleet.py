@@ -20,7 +20,6 @@ Ties are reported as ties: with 50 nodes on one driver and 50 on another, no nod
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit import __version__
-from envkit._files import read_text
+from envkit._files import parse_json, read_text
 from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
 from envkit.fingerprint import ASPECTS, aspect, fingerprint, order, show
 from envkit.report import CheckResult, Report, Status, report_from_json
@@ -289,7 +288,7 @@ def read_report(path: str) -> Report:
     """Read one saved ``envkit.report/1`` file; InputError names the file and what is wrong with it."""
     text = read_text(path, hint=_HINT)
     try:
-        data = json.loads(text)
+        data = parse_json(text, path)
     except ValueError as exc:
         raise InputError(f"{path}: not an envkit report (invalid JSON: {exc})", hint=_HINT) from None
     return report_from_json(data, path)

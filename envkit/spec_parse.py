@@ -8,7 +8,6 @@ that cannot be (``2.1|2.2``) is kept as text with no range, and the checks that 
 
 from __future__ import annotations
 
-import importlib
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Optional
@@ -17,7 +16,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from envkit._files import parse_yaml, read_text
 from envkit.errors import InputError
+from envkit.versions import spec_fits
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -82,9 +83,10 @@ def conda_range(text: str, *, fuzzy: bool) -> Optional[SpecifierSet]:
         else:
             terms.append(f"=={term}.*" if fuzzy else f"=={term}")
     try:
-        return SpecifierSet(",".join(terms))
+        spec = SpecifierSet(",".join(terms))
     except InvalidSpecifier:
         return None
+    return spec if spec_fits(spec) else None
 
 
 def parse_conda_spec(text: str) -> Optional[Pin]:
@@ -123,7 +125,7 @@ def parse_requirement(text: str) -> Optional[Pin]:
         filename = req.url.rsplit("/", 1)[-1].replace("%2B", "+").replace("%2b", "+")
         try:
             _, wheel_version, _, _ = parse_wheel_filename(filename)
-        except InvalidWheelFilename:
+        except (InvalidWheelFilename, ValueError):  # ValueError: a version too long for int()
             return Pin(name, text, None)
         return Pin(name, text, SpecifierSet(f"=={wheel_version.public}"), local=wheel_version.local)
     local = None
@@ -134,9 +136,10 @@ def parse_requirement(text: str) -> Optional[Pin]:
             version, local = version.split("+", 1)
         terms.append(f"{'==' if spec.operator == '===' else spec.operator}{version}")
     try:
-        return Pin(name, text, SpecifierSet(",".join(terms)), local=local)
+        pinned: Optional[SpecifierSet] = SpecifierSet(",".join(terms))
     except InvalidSpecifier:
-        return Pin(name, text, None, local=local)
+        pinned = None
+    return Pin(name, text, pinned if pinned is not None and spec_fits(pinned) else None, local=local)
 
 
 def _pip_lines(lines: list[str]) -> dict[str, Any]:
@@ -185,16 +188,7 @@ def _joined(text: str) -> list[str]:
 
 
 def _environment(text: str, path: str) -> SpecFile:
-    # PyYAML is imported here only, when a YAML file is checked (and typed as Any: its stubs are not
-    # a dependency). It is what conda-lock's own parser uses (conda_lock/src_parser/environment_yaml.py).
-    try:
-        yaml: Any = importlib.import_module("yaml")
-    except ImportError:
-        raise InputError(f"{path}: reading environment.yml needs PyYAML", hint="pip install pyyaml") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML: {exc}") from None
+    data = parse_yaml(text, path)  # PyYAML's safe loader, without aliases (no "billion laughs")
     if not isinstance(data, dict) or not isinstance(data.get("dependencies"), list):
         raise InputError(f"{path}: not a conda environment file (no 'dependencies' list)")
     channels = data.get("channels") or []
@@ -221,12 +215,7 @@ def _environment(text: str, path: str) -> SpecFile:
 
 def read_spec(path: Path) -> SpecFile:
     """Read an ``environment.yml`` (by its .yml/.yaml suffix) or a ``requirements.txt`` (anything else)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a UTF-8 text file") from None
+    text = read_text(str(path))
     if path.suffix.lower() in (".yml", ".yaml"):
         return _environment(text, str(path))
     return SpecFile(str(path), "pip", **_pip_lines(_joined(text)))

@@ -9,7 +9,6 @@ the field, and unknown keys are errors, so that a typo cannot silently drop a pa
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Optional
@@ -19,14 +18,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 import envkit
+from envkit._files import parse_toml, read_text
 from envkit.errors import InputError
 from envkit.resolve import parse_torch_spec
 from envkit.versions import Version
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python < 3.11 only
-    import tomli as tomllib
 
 __all__ = ["COMPANIONS", "Template", "builtin_dir", "list_templates", "load_template"]
 
@@ -227,13 +222,7 @@ def _template(path: Path, data: dict[str, Any], *, builtin: bool) -> Template:
 
 
 def _read(path: Path, *, builtin: bool) -> Template:
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path}: not valid TOML: {exc}") from None
+    data = parse_toml(read_text(str(path)), str(path))
     return _template(path, data, builtin=builtin)
 
 

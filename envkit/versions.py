@@ -7,12 +7,13 @@ above "0.20"), so nothing in envkit compares version strings.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 __all__ = [
+    "MAX_VERSION_CHARS",
     "ComputeCapability",
     "NvVersion",
     "Version",
@@ -20,7 +21,18 @@ __all__ = [
     "parse_compute_capability",
     "parse_spec",
     "parse_version",
+    "spec_fits",
 ]
+
+# The longest version text envkit parses. Real ones are short (``2.5.1+cu121``, ``535.104.05``); a
+# version of thousands of digits would reach int()'s limit inside packaging (Python 3.11's
+# sys.get_int_max_str_digits(), 4300 digits: a ValueError that is not an InvalidVersion) and is
+# never a real version, so anything longer than this is "not a version".
+MAX_VERSION_CHARS: Final = 128
+
+
+def _too_long(text: str) -> InvalidVersion:
+    return InvalidVersion(f"{text[:20]!r}...: longer than {MAX_VERSION_CHARS} characters; not a version")
 
 
 class NvVersion(Version):
@@ -34,6 +46,8 @@ class NvVersion(Version):
     """
 
     def __init__(self, text: str) -> None:
+        if len(text) > MAX_VERSION_CHARS:
+            raise _too_long(text)
         super().__init__(text)
         self._text = text.strip()
 
@@ -50,9 +64,11 @@ def parse_version(text: str) -> Version | None:
     >>> parse_version("12.1"), parse_version("n/a")
     (<Version('12.1')>, None)
     """
+    if not isinstance(text, str) or len(text) > MAX_VERSION_CHARS:
+        return None
     try:
         return Version(text.strip())
-    except (InvalidVersion, TypeError):
+    except ValueError:  # InvalidVersion is one
         return None
 
 
@@ -90,6 +106,8 @@ def parse_compute_capability(text: str) -> ComputeCapability | None:
     >>> parse_compute_capability("8.6"), parse_compute_capability("sm_120")
     (ComputeCapability(major=8, minor=6), ComputeCapability(major=12, minor=0))
     """
+    if len(text) > 16:  # int() of a thousand-digit "capability" would be slow or raise
+        return None
     match = _CC_DOTTED.match(text) or _CC_PACKED.match(text)
     if match is None:
         return None
@@ -110,6 +128,17 @@ def parse_spec(text: str) -> SpecifierSet | None:
     if _BARE_VERSION.match(value):
         value = f"=={value}"
     try:
-        return SpecifierSet(value)
+        spec = SpecifierSet(value)
     except InvalidSpecifier:
         return None
+    return spec if spec_fits(spec) else None
+
+
+def spec_fits(spec: SpecifierSet) -> bool:
+    """Whether every version in ``spec`` is short enough to parse (MAX_VERSION_CHARS): packaging
+    parses them only when the spec is used, where a ValueError would be a surprise.
+
+    >>> spec_fits(SpecifierSet(">=2.4,<2.6")), spec_fits(SpecifierSet("==" + "1" * 5000))
+    (True, False)
+    """
+    return all(len(s.version) <= MAX_VERSION_CHARS for s in spec)

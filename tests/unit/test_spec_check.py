@@ -296,7 +296,7 @@ def test_bad_environment_files(tmp_path: Path, text: str, message: str) -> None:
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="cannot be read"):
+    with pytest.raises(InputError, match="cannot read it"):
         check_spec(tmp_path / "nope.txt", K, target())
 
 
