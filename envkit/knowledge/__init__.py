@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Optional
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -26,6 +26,8 @@ __all__ = [
     "VARIANT_PATTERN",
     "ArchRow",
     "CudaFamily",
+    "DriverArchRule",
+    "DriverFloor",
     "Gpu",
     "Knowledge",
     "KnowledgeError",
@@ -39,7 +41,8 @@ __all__ = [
     "variant_cuda",
 ]
 
-PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64")
+# macos-x86_64: PyPI has macosx_10_9_x86_64 torch wheels up to 2.2.2 (pypi.org/simple/torch/).
+PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64", "macos-x86_64")
 # Platforms whose CUDA variants must have a compiled-architecture row.
 CUDA_PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
 # A wheel variant: the folder of the PyTorch index and the local label of its wheels (+cu121).
@@ -80,9 +83,28 @@ class Release:
     conda_pytorch_cuda: tuple[Version, ...]  # pytorch-cuda=X.Y on -c pytorch (empty: not there)
     date: Optional[str]
     source: str
+    # Platforms whose wheels cover fewer Python minors than ``python`` (macos-arm64 before 1.12).
+    python_platform: dict[str, tuple[Version, ...]] = field(default_factory=dict)
+    # What plain ``pip install torch`` gets on linux-aarch64: cpu up to 2.10, a CUDA build from 2.11.
+    pypi_default_aarch64: str = "cpu"
 
     def has(self, platform: str, variant: str) -> bool:
         return variant in self.variants.get(platform, ())
+
+    def python_on(self, platform: str) -> tuple[Version, ...]:
+        """The Python minors with wheels on ``platform``."""
+        return self.python_platform.get(platform, self.python)
+
+    def pypi_variant(self, platform: str) -> Optional[str]:
+        """The build PyPI's own torch wheel is on ``platform`` (None: PyPI has no wheel there); the
+        Windows and macOS wheels are CPU builds."""
+        if platform not in self.variants:
+            return None
+        if platform == "linux-x86_64":
+            return self.pypi_default
+        if platform == "linux-aarch64":
+            return self.pypi_default_aarch64
+        return "cpu"
 
 
 @dataclass(frozen=True)
@@ -111,21 +133,50 @@ class ArchRow:
 
 @dataclass(frozen=True)
 class Toolkit:
-    """A CUDA minor and the driver its toolkit shipped with (NVIDIA's Table 3, GA row)."""
+    """A CUDA minor and the driver its toolkit shipped with (NVIDIA's Table 3, GA row), and the real
+    architectures its nvcc can emit (``sass``; empty for Table 3's update rows)."""
 
     cuda: Version
     linux_driver: NvVersion
     windows_driver: Optional[NvVersion]
     source: str
+    sass: tuple[ComputeCapability, ...] = ()
+
+    def emits(self, cc: ComputeCapability) -> bool:
+        """Whether nvcc of this CUDA can compile SASS for exactly ``cc``."""
+        return cc in self.sass
+
+    def sass_range(self) -> Optional[tuple[ComputeCapability, ComputeCapability]]:
+        """(lowest, highest) architecture nvcc of this CUDA can emit; None for update rows."""
+        return (min(self.sass), max(self.sass)) if self.sass else None
 
 
 @dataclass(frozen=True)
 class CudaFamily:
-    """A CUDA major and its minor-version-compatibility driver floor (NVIDIA's Table 2)."""
+    """A CUDA major and its minor-version-compatibility driver floor (NVIDIA's Table 2), or, for
+    CUDA 10.x and older, ``minor_version_compatibility=False``: each minor needs its own driver."""
 
     major: int
-    linux_min_driver: NvVersion
+    linux_min_driver: Optional[NvVersion]
     windows_min_driver: Optional[NvVersion]
+    source: str
+    minor_version_compatibility: bool = True
+
+
+@dataclass(frozen=True)
+class DriverFloor:
+    """What a CUDA version needs of the driver, for one OS.
+
+    ``minimum``: the oldest driver that runs it at all (the family's minor-version-compatibility
+    floor, or the toolkit's own driver where the family has none or the toolkit's is lower, as for
+    CUDA 11.0). ``toolkit``: the driver the toolkit shipped with; None where Table 3 was not read
+    (a CUDA minor newer than the table). Below ``toolkit`` but at or above ``minimum``, it runs
+    through minor-version compatibility (no PTX JIT of newer PTX)."""
+
+    cuda: Version
+    minimum: NvVersion
+    toolkit: Optional[NvVersion]
+    minor_version_compatibility: bool
     source: str
 
 
@@ -139,9 +190,14 @@ class DriverArchRule:
     last_branch: Optional[int]
     first_branch: Optional[int]
     source: str
+    match: Optional[re.Pattern[str]] = None  # only GPUs whose name matches (a product, not an arch)
 
-    def applies(self, cc: ComputeCapability) -> bool:
-        return self.min_cc <= cc <= self.max_cc
+    def applies(self, cc: ComputeCapability, name: Optional[str] = None) -> bool:
+        """Whether the rule is about this GPU. A rule for a named product applies only when the
+        GPU's name is given and matches."""
+        if not self.min_cc <= cc <= self.max_cc:
+            return False
+        return self.match is None or (name is not None and self.match.search(name) is not None)
 
 
 @dataclass(frozen=True)
@@ -201,21 +257,49 @@ class Knowledge:
     def family(self, cuda: Version) -> Optional[CudaFamily]:
         return self.families.get(cuda.major)
 
+    def driver_floor(self, cuda: Version, *, windows: bool = False) -> Optional[DriverFloor]:
+        """What ``cuda`` needs of the driver; None when envkit does not know (no family row, or a
+        family without minor-version compatibility and no toolkit row): a check then skips.
+
+        NVIDIA publishes no Windows driver for CUDA 13.x (Table 3 says N/A, the driver is no
+        longer bundled); the Linux version of the same branch stands in for it there.
+        """
+        family, toolkit = self.family(cuda), self.toolkit(cuda)
+        if family is None:
+            return None
+        own = None
+        if toolkit is not None:
+            own = (toolkit.windows_driver if windows else None) or toolkit.linux_driver
+        floor = None
+        if family.minor_version_compatibility:
+            floor = (family.windows_min_driver if windows else None) or family.linux_min_driver
+        if floor is None or (own is not None and own < floor):
+            floor = own  # CUDA 10.x and older; CUDA 11.0 GA shipped below the 11.x floor
+        if floor is None:
+            return None
+        sources = [family.source] + ([toolkit.source] if toolkit is not None else [])
+        return DriverFloor(
+            Version(f"{cuda.major}.{cuda.minor}"),
+            floor,
+            own,
+            family.minor_version_compatibility,
+            "; ".join(sources),
+        )
+
     def driver_floors(
         self, cuda: Version, *, windows: bool = False
     ) -> tuple[Optional[NvVersion], Optional[NvVersion]]:
-        """(minor-version-compatibility floor, the toolkit's own driver) for a CUDA version.
+        """(the oldest driver that runs ``cuda``, the toolkit's own driver); (None, None) when
+        unknown. See driver_floor, which says which of the two is missing and why."""
+        floor = self.driver_floor(cuda, windows=windows)
+        return (None, None) if floor is None else (floor.minimum, floor.toolkit)
 
-        NVIDIA publishes no Windows floors for CUDA 13.x; the Linux branch is the best estimate
-        there (compat-data.md §3a [I]: "use the same branch, R580+, as Linux").
-        """
-        family, toolkit = self.family(cuda), self.toolkit(cuda)
-        floor = own = None
-        if family is not None:
-            floor = (family.windows_min_driver if windows else None) or family.linux_min_driver
-        if toolkit is not None:
-            own = (toolkit.windows_driver if windows else None) or toolkit.linux_driver
-        return floor, own
+    def sass_range(self, cuda: Version) -> Optional[tuple[ComputeCapability, ComputeCapability]]:
+        """(lowest, highest) architecture nvcc of CUDA ``cuda`` can emit SASS for: the bound on any
+        build made with it whose exact arch list is unknown (CUDA 10.2 cannot emit sm_80). None
+        when the toolkit is not in the table."""
+        toolkit = self.toolkit(cuda)
+        return None if toolkit is None else toolkit.sass_range()
 
     def cuda_for_driver(self, driver: NvVersion, *, windows: bool = False) -> Optional[Version]:
         """The newest CUDA minor a driver runs in full: the newest toolkit of NVIDIA's Table 3 ("CUDA
@@ -236,13 +320,33 @@ class Knowledge:
         return next((g for g in self.gpus if g.match.search(name)), None)
 
 
-def _toolkit(row: Row) -> Toolkit:
-    return Toolkit(
+def _toolkit(row: Row, *, with_sass: bool) -> Toolkit:
+    toolkit = Toolkit(
         row.version("cuda"),
         row.version("linux_driver"),
         row.version("windows_driver", True),
-        row.text("source"),
+        row.source(),
+        tuple(sorted(row.ccs("sass"))) if with_sass else (),
     )
+    if with_sass and not toolkit.sass:
+        raise row.fail("sass", "a non-empty list of compute capabilities")
+    return toolkit
+
+
+def _family(row: Row) -> CudaFamily:
+    major = row.integer("major")
+    assert major is not None
+    mvc = row.boolean("minor_version_compatibility", True)
+    family = CudaFamily(
+        major,
+        row.version("linux_min_driver", optional=not mvc),
+        row.version("windows_min_driver", True),
+        row.source(),
+        mvc,
+    )
+    if not mvc and (family.linux_min_driver or family.windows_min_driver):
+        raise row.fail("linux_min_driver", "no floor where minor_version_compatibility = false")
+    return family
 
 
 def _release(row: Row) -> Release:
@@ -257,6 +361,12 @@ def _release(row: Row) -> Release:
     conda = row.data.get("conda") or {}
     conda_row = Row(row.where, "conda", 0, conda)
     unlisted = tuple(row.raw("unlisted", list, True) or ())
+    python_platform: dict[str, tuple[Version, ...]] = {}
+    by_platform = row.raw("python_platform", dict, True) or {}
+    for platform in by_platform:
+        if platform not in variants:
+            raise row.fail("python_platform", "platforms the release has variants for")
+        python_platform[platform] = Row(row.where, "python_platform", 0, by_platform).versions(platform)
     release = Release(
         torch=row.version("torch"),
         python=row.versions("python"),
@@ -269,11 +379,15 @@ def _release(row: Row) -> Release:
         conda_pytorch_cuda=conda_row.versions("pytorch_cuda"),
         date=row.opt_text("date"),
         source=row.text("source"),
+        python_platform=python_platform,
+        pypi_default_aarch64=row.opt_text("pypi_default_aarch64") or "cpu",
     )
     if not release.python:
         raise row.fail("python", "a non-empty list of Python versions")
     if not release.has("linux-x86_64", release.pypi_default):
         raise row.fail("pypi_default", "one of the release's linux-x86_64 variants")
+    if "linux-aarch64" in variants and not release.has("linux-aarch64", release.pypi_default_aarch64):
+        raise row.fail("pypi_default_aarch64", "one of the release's linux-aarch64 variants")
     for variant in unlisted:
         if not any(variant in v for v in variants.values()):
             raise row.fail("unlisted", "variants the release has")
@@ -303,7 +417,7 @@ def _gpu(row: Row) -> Gpu:
         bf16_tflops=row.number("bf16_tflops"),
         fp16_tflops=row.number("fp16_tflops"),
         memory_bandwidth_gbs=row.number("memory_bandwidth_gbs"),
-        source=row.text("source"),
+        source=row.source(),
     )
 
 
@@ -329,6 +443,16 @@ def _conda(data: dict[str, Any]) -> CondaRoutes:
     )
 
 
+def _name_pattern(row: Row) -> Optional[re.Pattern[str]]:
+    text = row.opt_text("match")
+    if text is None:
+        return None
+    try:
+        return re.compile(text, re.IGNORECASE)
+    except re.error as exc:
+        raise row.fail("match", f"a regular expression ({exc})") from None
+
+
 def _driver_rules(data: dict[str, Any]) -> tuple[DriverArchRule, ...]:
     rules = [
         DriverArchRule(
@@ -337,7 +461,8 @@ def _driver_rules(data: dict[str, Any]) -> tuple[DriverArchRule, ...]:
             r.cc("max_cc"),
             r.integer("last_driver_branch"),
             None,
-            r.text("source"),
+            r.source(),
+            _name_pattern(r),
         )
         for r in table_rows(data, "cuda.toml", "deprecation")
     ]
@@ -348,7 +473,8 @@ def _driver_rules(data: dict[str, Any]) -> tuple[DriverArchRule, ...]:
             r.cc("max_cc"),
             None,
             r.integer("min_driver_branch"),
-            r.text("source"),
+            r.source(),
+            _name_pattern(r),
         )
         for r in table_rows(data, "cuda.toml", "arch_min_driver")
     ]
@@ -356,7 +482,11 @@ def _driver_rules(data: dict[str, Any]) -> tuple[DriverArchRule, ...]:
 
 
 def _cross_check(k: Knowledge) -> None:
-    """Every CUDA variant has driver floors and exactly one architecture row."""
+    """Every CUDA variant has driver floors and exactly one architecture row; every toolkit has
+    a family."""
+    for tk in (*k.toolkits.values(), *k.toolkit_updates):
+        if k.family(tk.cuda) is None:
+            raise KnowledgeError(f"cuda.toml: CUDA {tk.cuda} has no [[family]] row for CUDA {tk.cuda.major}")
     for release in k.releases:
         for platform, variants in release.variants.items():
             for variant in variants:
@@ -387,23 +517,16 @@ def load_knowledge() -> Knowledge:
     )
     toolkits = {}
     for row in table_rows(cuda_data, "cuda.toml", "toolkit"):
-        tk = _toolkit(row)
+        tk = _toolkit(row, with_sass=True)
         toolkits[f"{tk.cuda.major}.{tk.cuda.minor}"] = tk
-    families = {}
-    for row in table_rows(cuda_data, "cuda.toml", "family"):
-        major = row.integer("major")
-        assert major is not None
-        families[major] = CudaFamily(
-            major,
-            row.version("linux_min_driver"),
-            row.version("windows_min_driver", True),
-            row.text("source"),
-        )
+    families = {f.major: f for f in map(_family, table_rows(cuda_data, "cuda.toml", "family"))}
     knowledge = Knowledge(
         releases=tuple(releases),
         arch=tuple(_arch(r) for r in table_rows(read_table("arch"), "arch.toml", "arch")),
         toolkits=toolkits,
-        toolkit_updates=tuple(_toolkit(r) for r in table_rows(cuda_data, "cuda.toml", "toolkit_update")),
+        toolkit_updates=tuple(
+            _toolkit(r, with_sass=False) for r in table_rows(cuda_data, "cuda.toml", "toolkit_update")
+        ),
         families=families,
         driver_rules=_driver_rules(cuda_data),
         gpus=tuple(_gpu(r) for r in table_rows(read_table("gpus"), "gpus.toml", "gpu")),

@@ -49,6 +49,20 @@ class Row:
     def text(self, field: str) -> str:
         return str(self.raw(field, str, False))
 
+    def source(self) -> str:
+        """The row's ``source``: a citation a reader can follow (a URL, a file at a commit, an issue).
+        Empty text, or a citation of the unpublished compat-data notes, is refused."""
+        value = self.text("source").strip()
+        if not value or "compat-data" in value:
+            raise self.fail("source", "a primary source (URL, file@commit, issue), not compat-data")
+        return value
+
+    def boolean(self, field: str, default: bool) -> bool:
+        value = self.data.get(field, default)
+        if not isinstance(value, bool):
+            raise self.fail(field, "true or false")
+        return value
+
     def opt_text(self, field: str) -> Optional[str]:
         value = self.raw(field, str, True)
         return None if value is None else str(value)

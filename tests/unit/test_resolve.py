@@ -247,9 +247,9 @@ def test_a_new_driver_accepts_every_variant(release, variant) -> None:  # type: 
 @pytest.mark.parametrize(("release", "variant"), LINUX_CUDA, ids=lambda x: str(getattr(x, "torch", x)))
 def test_a_driver_below_the_floor_accepts_none(release, variant) -> None:  # type: ignore[no-untyped-def]
     cuda = variant_cuda(variant)
-    family = K.family(cuda)  # type: ignore[arg-type]
-    assert family is not None
-    below = NvVersion(f"{family.linux_min_driver.major - 1}.0")
+    floor = K.driver_floors(cuda)[0]  # type: ignore[arg-type]
+    assert floor is not None
+    below = NvVersion(f"{floor.major - 1}.0")
     with pytest.raises(NoBuildError):
         resolve(
             K,
@@ -262,7 +262,7 @@ def test_a_driver_below_the_floor_accepts_none(release, variant) -> None:  # typ
 
 DRIVERS = sorted(
     {t.linux_driver for t in K.toolkits.values()}
-    | {f.linux_min_driver for f in K.families.values()}
+    | {f.linux_min_driver for f in K.families.values() if f.linux_min_driver is not None}
     | {
         NvVersion(v)
         for v in (
@@ -332,8 +332,8 @@ def test_every_plan_satisfies_every_rule(t: Target, cuda: str) -> None:
     cuda_version = variant_cuda(p.variant)
     if cuda_version is None:
         return
-    family = K.family(cuda_version)
-    assert family is not None and t.driver is not None and t.driver >= family.linux_min_driver
+    floor = K.driver_floors(cuda_version)[0]
+    assert floor is not None and t.driver is not None and t.driver >= floor
     row = K.arch_for(release, p.variant, t.platform)
     assert row is not None
     for gpu in t.gpus:

@@ -14,17 +14,17 @@ from envkit.versions import ComputeCapability, Version
 K = load_knowledge()
 
 
-def test_releases_span_1_13_to_the_newest() -> None:
+def test_releases_span_1_8_to_the_newest() -> None:
     versions = [r.torch for r in K.releases]
     assert versions == sorted(versions, reverse=True)
-    assert versions[-1] == Version("1.13.0")
+    assert versions[-1] == Version("1.8.0")  # the oldest release with CUDA 11 wheels envkit lists
     assert versions[0] >= Version("2.15.0")
 
 
 @pytest.mark.parametrize("release", K.releases, ids=lambda r: str(r.torch))
 def test_every_release_is_complete(release: kb.Release) -> None:
-    assert release.torchvision > Version("0.13")
-    assert release.torchaudio >= Version("0.13")
+    assert release.torchvision >= Version("0.9")
+    assert release.torchaudio >= Version("0.8")
     assert set(release.variants) <= set(PLATFORMS)
     assert "cpu" in release.variants["linux-x86_64"]
     assert release.pypi_default in release.variants["linux-x86_64"]
@@ -58,9 +58,13 @@ def test_every_cuda_variant_has_driver_floors_and_an_arch_row() -> None:
 
 
 def test_toolkit_drivers_are_above_their_family_floor() -> None:
+    # CUDA 11.0 GA shipped with 450.51.05, below the 11.x floor 450.80.02 (NVIDIA's minor version
+    # compatibility page says so), and CUDA 9/10 have no family floor at all.
     for toolkit in K.toolkits.values():
         family = K.family(toolkit.cuda)
         assert family is not None
+        if family.linux_min_driver is None or toolkit.cuda == Version("11.0"):
+            continue
         assert toolkit.linux_driver >= family.linux_min_driver, toolkit.cuda
 
 
