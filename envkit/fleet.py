@@ -13,13 +13,19 @@ What counts as failure (the exit code):
   the bus; DCGM's diag fails on a GPU count mismatch too (``dcgmi diag -n gpu:N``);
 - a fleet split evenly on one of those (no majority to tell which nodes are odd): 1;
 - any other difference (driver, torch, NCCL, kernel, …) is reported but fails only with
-  ``strict``, as warnings do: a rolling driver update is a normal state of a fleet.
+  ``strict``, as warnings do: a rolling driver update is a normal state of a fleet;
+- a report that cannot be read (truncated by a node that died mid-write, not JSON, not an
+  ``envkit.report/1``): the others are still compared and shown, the bad one is listed with the
+  reason, and the exit code is 1 (that node's health is unknown, so the fleet is not known
+  healthy). With ``strict`` it is 2 instead, an input error, as it would be for a single report.
+  When no report at all can be read there is nothing to compare: an input error (2).
 
 Ties are reported as ties: with 50 nodes on one driver and 50 on another, no node is "the odd one".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -28,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit import __version__
 from envkit._files import parse_json, read_text
-from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
+from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, InputError
 from envkit.fingerprint import ASPECTS, aspect, fingerprint, order, show
 from envkit.report import CheckResult, Report, Status, report_from_json
 
@@ -42,6 +48,7 @@ __all__ = [
     "Fleet",
     "Majority",
     "Node",
+    "Unreadable",
     "build_fleet",
     "load_fleet",
     "natural_key",
@@ -102,6 +109,14 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Unreadable:
+    """A report file that could not be read, and why (the one-line message, naming the file)."""
+
+    path: str
+    error: str
+
+
+@dataclass(frozen=True)
 class Fleet:
     nodes: tuple[Node, ...]
     check_ids: tuple[str, ...]
@@ -109,6 +124,7 @@ class Fleet:
     deviations: tuple[Deviation, ...]
     failures: tuple[Failure, ...]
     notes: tuple[str, ...] = ()
+    unreadable: tuple[Unreadable, ...] = ()
 
     def check_counts(self, check_id: str) -> dict[str, int]:
         """pass / warn / fail / skip counts of one check across nodes, and ``missing`` reports."""
@@ -127,7 +143,10 @@ class Fleet:
         return tuple(m for m in self.majorities if m.tie)
 
     def exit_code(self, *, strict: bool = False) -> int:
-        """1 for a failing check, a GPU count / model / MIG difference or split; see the module doc."""
+        """1 for a failing check, a GPU count / model / MIG difference or split, or an unreadable
+        report (2 for that with ``strict``); see the module doc."""
+        if self.unreadable:
+            return EXIT_USAGE if strict else EXIT_CHECK_FAILED
         bad = {Status.FAIL, Status.WARN} if strict else {Status.FAIL}
         if any(c.status in bad for n in self.nodes for c in n.report.checks):
             return EXIT_CHECK_FAILED
@@ -147,6 +166,7 @@ class Fleet:
             "failing": len(self.failing_nodes()),
             "deviating": len(self.deviating_nodes()),
             "splits": [m.key for m in self.splits()],
+            "unreadable": len(self.unreadable),
             "status": "healthy" if code == EXIT_OK else "unhealthy",
             "strict": strict,
             "exit_code": code,
@@ -198,6 +218,7 @@ class Fleet:
                 for f in self.failures
             ],
             "notes": list(self.notes),
+            "unreadable": [{"path": u.path, "error": u.error} for u in self.unreadable],
             "summary": self.summary(strict=strict),
         }
 
@@ -295,5 +316,18 @@ def read_report(path: str) -> Report:
 
 
 def load_fleet(args: Sequence[str]) -> Fleet:
-    """Read every report named (files or folders) and build the fleet view; one bad file stops it."""
-    return build_fleet([(path, read_report(path)) for path in report_paths(args)])
+    """Read every report named (files or folders) and build the fleet view of those that can be
+    read; the others are listed in ``Fleet.unreadable``. InputError when none can be read."""
+    paths = report_paths(args)
+    good: list[tuple[str, Report]] = []
+    bad: list[Unreadable] = []
+    for path in paths:
+        try:
+            good.append((path, read_report(path)))
+        except InputError as exc:
+            bad.append(Unreadable(path, exc.message))
+    if not good:
+        if len(bad) == 1:
+            raise InputError(bad[0].error, hint=_HINT)
+        raise InputError(f"none of the {len(bad)} reports can be read; the first: {bad[0].error}", hint=_HINT)
+    return dataclasses.replace(build_fleet(good), unreadable=tuple(bad))

@@ -142,7 +142,9 @@ def render_html(fleet: Fleet, *, strict: bool = False) -> str:
     verdict = (
         f'<p class="verdict {"ok" if s["exit_code"] == 0 else "bad"}">{s["status"]}: '
         f"{s['nodes']} nodes, {s['healthy']} without findings, {s['failing']} with a failing check, "
-        f"{s['deviating']} that differ from the fleet</p>"
+        f"{s['deviating']} that differ from the fleet"
+        + (f", {s['unreadable']} unreadable report(s)" if s["unreadable"] else "")
+        + "</p>"
     )
     legend = "".join(f'<span class="{s.value}">{GLYPHS[s]} {s.value}</span>' for s in Status)
     parts = [
@@ -153,6 +155,11 @@ def render_html(fleet: Fleet, *, strict: bool = False) -> str:
     ]
     if fleet.notes:
         parts.append("<ul>" + "".join(f"<li>{_e(n)}</li>" for n in fleet.notes) + "</ul>")
+    if fleet.unreadable:
+        rows = [
+            f"<tr><td><code>{_e(u.path)}</code></td><td>{_e(u.error)}</td></tr>" for u in fleet.unreadable
+        ]
+        parts.append(f"<h2>Reports that cannot be read ({len(rows)})</h2>{_table(('file', 'why'), rows)}")
     parts.append(f"<h2>Fleet facts (the most common value)</h2>{_facts(fleet)}")
     if fleet.deviations:
         parts.append(f"<h2>Nodes that differ ({s['deviating']})</h2>{_deviations(fleet, anchors)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
-from envkit._files import write_atomic
+from envkit._files import write_output
 from envkit.report import Status
 
 if TYPE_CHECKING:
@@ -49,4 +49,5 @@ def junit_xml(report: Report, *, name: str = "envkit", strict: bool = False) -> 
 
 
 def write_junit(report: Report, path: str, *, name: str = "envkit", strict: bool = False) -> None:
-    write_atomic(path, junit_xml(report, name=name, strict=strict))
+    """Write the JUnit XML to ``path``; InputError (exit 2) when it cannot be written there."""
+    write_output(path, junit_xml(report, name=name, strict=strict), label=f"--junit {path}")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from rich.text import Text
 
+from envkit._terminal import printable
 from envkit.checks import AREAS
 from envkit.checks._common import and_list, plural
 from envkit.report import ASCII_GLYPHS, GLYPHS, CheckResult, Report, Status
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
     from envkit.facts import Facts
 
-__all__ = ["glyphs_for", "render_checks", "render_mirrors", "render_plan", "render_report"]
+__all__ = ["glyphs_for", "render_checks", "render_mirrors", "render_plan", "render_report", "safe_console"]
 
 # Check ids are padded to one column ("torch.cpu_build_on_gpu" is the longest).
 ID_WIDTH: Final = 23
@@ -30,6 +31,36 @@ STYLES: Final = {
     Status.FAIL: "bold red",
     Status.SKIP: "dim",
 }
+
+
+class _SafeConsole:
+    """A console whose ``print`` shows control characters instead of sending them (envkit._terminal):
+    the strings shown come from reports and files made elsewhere. Strings are printed as plain
+    text, never as rich markup, so ``[red]`` in a GPU name stays ``[red]``."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        self._console.print(*(_safe(o) for o in objects), **options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._console, name)
+
+
+def _safe(item: Any) -> Any:
+    if isinstance(item, Text):
+        text = item.copy()
+        text.plain = printable(text.plain)  # one character for one: the styled spans stay in place
+        return text
+    if isinstance(item, str):
+        return Text(printable(item))
+    return item
+
+
+def safe_console(console: Console) -> Console:
+    """``console`` for untrusted text: every Text and string printed through it is made printable."""
+    return console if isinstance(console, _SafeConsole) else cast("Console", _SafeConsole(console))
 
 
 def glyphs_for(console: Console) -> dict[Status, str]:
@@ -92,6 +123,7 @@ def render_report(
     title: str = "envkit doctor",
 ) -> None:
     """Print the report grouped by area: one line per check, the fix under every warn/fail."""
+    console = safe_console(console)
     glyphs = glyphs_for(console)
     header = Text(title, style="bold")
     where = report.source or report.host or "this machine"
@@ -132,6 +164,7 @@ def render_report(
 
 def render_plan(plan: Plan, console: Console, *, explain: bool = False) -> None:
     """The chosen build, its install command, warnings, and (--explain) what was passed over."""
+    console = safe_console(console)
     header = Text("envkit resolve", style="bold")
     header.append(f" — {plan.target.describe()} ({plan.target.described_by})", style="dim")
     console.print(header)
@@ -160,8 +193,7 @@ def render_plan(plan: Plan, console: Console, *, explain: bool = False) -> None:
 
 def render_mirrors(table: dict[str, Any], console: Console) -> None:
     """One line per mirror (kind, name, URL, what it carries), its caveat, and its probe result."""
-    from rich.markup import escape
-
+    console = safe_console(console)
     for row in table["mirrors"]:
         carries = ", ".join(row["variants"] or row["channels"]) or "-"
         line = Text(f"{row['kind']:13s}", style="dim")
@@ -173,13 +205,14 @@ def render_mirrors(table: dict[str, Any], console: Console) -> None:
             if probe["ok"]:
                 console.print(Text(f"{'':27s}✓ {probe['elapsed_s']:.2f} s", style="green"))
             else:
-                console.print(Text(f"{'':27s}✗ {escape(str(probe['error']))}", style="red"))
+                console.print(Text(f"{'':27s}✗ {probe['error']}", style="red"))
         if row["caveats"]:
             console.print(Text(f"{'':27s}{row['caveats']}", style="dim"))
 
 
 def render_checks(checks: Sequence[CheckResult], console: Console, *, title: str) -> None:
     """A flat list of check results (e.g. ``envkit spec --check``), each with its fix."""
+    console = safe_console(console)
     glyphs = glyphs_for(console)
     console.print(Text(title, style="bold"))
     for result in checks:

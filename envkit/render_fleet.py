@@ -11,7 +11,7 @@ from rich.text import Text
 
 from envkit.checks._common import plural
 from envkit.fingerprint import TIERS, aspect, show
-from envkit.render import STYLES, glyphs_for
+from envkit.render import STYLES, glyphs_for, safe_console
 from envkit.report import Status
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ def _names(names: Sequence[str]) -> str:
 
 def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> None:
     """Fleet facts, the nodes that differ (grouped by what differs), failing checks, per-check tallies."""
+    console = safe_console(console)  # every value shown comes from reports made elsewhere
     glyphs = glyphs_for(console)
     header = Text("envkit fleet", style="bold")
     header.append(
@@ -56,6 +57,19 @@ def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> Non
         console.print(line)
     for note in fleet.notes:
         console.print(Text(f"  note: {note}", style="yellow"))
+
+    if fleet.unreadable:
+        console.print()
+        console.print(Text(f"Reports that cannot be read ({len(fleet.unreadable)})", style="bold underline"))
+        for bad in fleet.unreadable[:MAX_NAMES]:
+            line = Text("  ")
+            line.append(f"{glyphs[Status.FAIL]} ", style=STYLES[Status.FAIL])
+            line.append(bad.error)
+            console.print(line)
+        if len(fleet.unreadable) > MAX_NAMES:
+            console.print(
+                Text(f"    and {len(fleet.unreadable) - MAX_NAMES} more (--json lists all)", style="dim")
+            )
 
     if fleet.deviations:
         console.print()
@@ -112,7 +126,9 @@ def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> Non
     console.print()
     tally = Text(
         f"{plural(totals['nodes'], 'node')}: {totals['healthy']} without findings, "
-        f"{totals['failing']} with a failing check, {totals['deviating']} that differ — "
+        f"{totals['failing']} with a failing check, {totals['deviating']} that differ"
+        + (f", {totals['unreadable']} unreadable report(s)" if totals["unreadable"] else "")
+        + " — "
     )
     healthy = totals["exit_code"] == 0
     tally.append("healthy" if healthy else "unhealthy", style="green" if healthy else "bold red")
@@ -121,6 +137,7 @@ def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> Non
 
 def render_diff(diff: Diff, console: Console) -> None:
     """Differences by rank (likeliest cause first), then the checks whose verdict differs."""
+    console = safe_console(console)  # every value shown comes from reports made elsewhere
     glyphs = glyphs_for(console)
     header = Text("envkit diff", style="bold")
     header.append(f" — A: {diff.a_name}  B: {diff.b_name}", style="dim")

@@ -234,6 +234,7 @@ def test_a_failing_node_fails_the_fleet(tmp_path: Path) -> None:
         "failing": 1,
         "deviating": 0,
         "splits": [],
+        "unreadable": 0,
         "status": "unhealthy",
         "strict": False,
         "exit_code": 1,
@@ -254,9 +255,18 @@ def test_a_malformed_report_names_the_file(tmp_path: Path, text: str, words: str
     write_report(tmp_path, node_facts(1))
     bad = tmp_path / "gpu-node-002.json"
     bad.write_text(text, encoding="utf-8")
-    with pytest.raises(InputError) as err:
+    fleet = load_fleet([str(tmp_path)])  # the good report is still compared
+    assert [n.name for n in fleet.nodes] == ["gpu-node-001"]
+    (unreadable,) = fleet.unreadable
+    assert unreadable.path == str(bad)
+    assert str(bad) in unreadable.error
+    assert words in unreadable.error
+    assert fleet.exit_code() == 1
+    assert fleet.exit_code(strict=True) == 2
+    bad.rename(tmp_path / "only.json")
+    (tmp_path / "gpu-node-001.json").unlink()
+    with pytest.raises(InputError) as err:  # nothing readable: nothing to compare
         load_fleet([str(tmp_path)])
-    assert str(bad) in err.value.message
     assert words in err.value.message
     assert err.value.exit_code == 2
 
