@@ -38,6 +38,9 @@ class HostFacts:
     # CUDA libraries found outside the torch wheel: LD_LIBRARY_PATH, LD_PRELOAD, ld.so.cache.
     cuda_libs: tuple[SharedLib, ...] = ()
     notes: tuple[str, ...] = ()
+    # Fields above that were not gathered (their reader hung or failed): their None / empty value
+    # means "unknown", not "absent", and checks that need them skip.
+    unanswered: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,8 @@ class DeepTorchFacts:
     devices: tuple[DeviceInfo, ...] = ()
     warnings: tuple[str, ...] = ()
     duration_s: Optional[float] = None
+    # The probe did not answer within its budget ("import torch did not finish in N s").
+    timed_out: bool = False
 
 
 @dataclass(frozen=True)

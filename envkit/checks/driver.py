@@ -36,6 +36,18 @@ NVML_ERROR_FIXES: Final = {
         "the nvidia kernel module is not loaded",
         "sudo modprobe nvidia  (if that fails: `dmesg | grep -i nvrm` says why, e.g. Secure Boot)",
     ),
+    # Set by envkit.detect when neither NVML nor nvidia-smi answered before the time limit (the
+    # NVML child may say "Timeout"): the driver is loaded, a GPU or the driver is stuck.
+    "NoAnswer": (
+        (
+            "NVML and nvidia-smi did not answer in time: a GPU is probably wedged (the kernel log "
+            "names it with an Xid error)"
+        ),
+        (
+            "sudo dmesg | grep -i xid  (which GPU, which error); then reset that GPU "
+            "(sudo nvidia-smi -r -i <index>, with no process on it) or reboot the node"
+        ),
+    ),
     "LibraryNotFound": (
         "libnvidia-ml.so.1, the driver's user-space library, is not on the loader path",
         (
@@ -44,6 +56,9 @@ NVML_ERROR_FIXES: Final = {
         ),
     ),
 }
+
+
+NVML_ERROR_FIXES["Timeout"] = NVML_ERROR_FIXES["NoAnswer"]
 
 
 def check_driver_loaded(facts: Facts) -> CheckResult:

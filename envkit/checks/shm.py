@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from envkit.checks._common import join_lines
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -30,6 +31,11 @@ FIX: Final = (
 
 def check_shm(facts: Facts) -> CheckResult:
     size = facts.host.shm_bytes
+    if size is None and "shm_bytes" in facts.host.unanswered:
+        # Not measured (its reader hung), which says nothing about /dev/shm itself.
+        return CheckResult(
+            ID, Status.SKIP, "/dev/shm was not measured in time", detail=join_lines(*facts.host.notes)
+        )
     if size is None:
         return CheckResult(
             ID,

@@ -66,6 +66,16 @@ def check_torch_installed(facts: Facts) -> CheckResult:
             fix=f"{pip_command(facts)} install --force-reinstall --no-deps torch=={_public(torch.version)}",
         )
     deep = torch.deep
+    if deep is not None and deep.timed_out:
+        hang = (deep.error or "").split(" (", 1)[0] or "import torch did not finish in time"
+        return CheckResult(
+            cid,
+            Status.FAIL,
+            f"{label}: {hang}",
+            detail=join_lines(deep.error),
+            fix=f"time it: {_python(facts)} -X importtime -c 'import torch'  (a hang there is "
+            "usually a wedged GPU, see driver.loaded and gpu.health, or a slow network filesystem)",
+        )
     if deep is not None and not deep.ok:
         return CheckResult(
             cid,
@@ -90,6 +100,10 @@ def check_torch_installed(facts: Facts) -> CheckResult:
             fix="see driver.loaded; `envkit resolve` picks a build this driver runs",
         )
     return CheckResult(cid, Status.PASS, f"{label} ({build}) in {_where(facts)}", detail=detail)
+
+
+def _python(facts: Facts) -> str:
+    return facts.python.executable if facts.python is not None else "python"
 
 
 def _public(version: object) -> str:

@@ -2,25 +2,30 @@
 
 Each detector runs in its own daemon thread. When the deadline passes, whatever has not answered
 is recorded as "timed out" and the rest is reported: a wedged GPU that hangs NVML, or an
-nvidia-smi that never returns, cannot stop ``envkit doctor`` from answering in time. (Subprocesses
-also carry their own timeouts, capped by the same deadline, so nothing outlives the run.)
+nvidia-smi that never returns, cannot stop ``envkit doctor`` from answering in time. Subprocesses
+carry their own timeouts, capped by the same deadline, and the children of a detector that did
+not answer are stopped before the run returns (``envkit._proc.Scope``): nothing outlives the run.
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from envkit.detect.deep import detect_deep
-from envkit.detect.driver import detect_driver, smi_gpus
-from envkit.detect.host import detect_host
+from envkit import _proc
+from envkit.detect.deep import deep_budget, deep_unanswered, detect_deep
+from envkit.detect.driver import NO_ANSWER, detect_driver, driver_from_files, smi_gpus
+from envkit.detect.host import host_from
+from envkit.detect.host import host_readers as detect_host_readers
 from envkit.detect.nvml import read_nvml
+from envkit.detect.plausible import cap_notes, plausible_gpu
 from envkit.detect.pyenv import Interpreter, detect_python
 from envkit.detect.toolkit import detect_toolkits
 from envkit.detect.visibility import apply_visibility
-from envkit.facts import DriverFacts, Facts, GpuFacts, HostFacts, PythonFacts, TorchFacts
+from envkit.facts import DriverFacts, Facts, GpuFacts, PythonFacts, TorchFacts
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -44,9 +49,12 @@ def run_bounded(
     """Run tasks in daemon threads until they finish or the deadline passes.
 
     Returns the values of the tasks that finished and a note for each one that did not
-    (timed out, or raised: a detector bug must not take the whole report down).
+    (timed out, or raised: a detector bug must not take the whole report down). The children of a
+    task that did not finish in time are stopped (SIGTERM, then SIGKILL) before this returns, and
+    it may start no more; the same on Ctrl-C or any exception while waiting.
     """
     outcomes = {name: _Outcome() for name in tasks}
+    scopes = {name: _proc.Scope(name) for name in tasks}
     threads = {}
     for name, task in tasks.items():
 
@@ -56,20 +64,31 @@ def run_bounded(
             except BaseException as exc:  # noqa: BLE001 -- reported as a note
                 out.error = exc
 
-        thread = threading.Thread(target=body, name=f"envkit-{name}", daemon=True)
+        # Each thread runs in its own copy of the context, inside its task's Scope.
+        context = contextvars.copy_context()
+        context.run(_proc.enter_scope, scopes[name])
+        thread = threading.Thread(target=context.run, args=(body,), name=f"envkit-{name}", daemon=True)
         thread.start()
         threads[name] = thread
     values: dict[str, Any] = {}
     notes: list[str] = []
-    for name, thread in threads.items():
-        thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        outcome = outcomes[name]
-        if thread.is_alive():
-            notes.append(f"{name}: no answer before the time limit; reported as unknown")
-        elif outcome.error is not None:
-            notes.append(f"{name}: detector failed: {type(outcome.error).__name__}: {outcome.error}")
-        else:
-            values[name] = outcome.value
+    abandoned: list[_proc.Scope] = []
+    try:
+        for name, thread in threads.items():
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            outcome = outcomes[name]
+            if thread.is_alive():
+                abandoned.append(scopes[name])
+                notes.append(f"{name}: no answer before the time limit; reported as unknown")
+            elif outcome.error is not None:
+                error = _proc.short(str(outcome.error), 300)
+                notes.append(f"{name}: detector failed: {type(outcome.error).__name__}: {error}")
+            else:
+                values[name] = outcome.value
+    except BaseException:
+        _proc.cancel_scopes([scopes[n] for n, t in threads.items() if t.is_alive()])
+        raise
+    _proc.cancel_scopes(abandoned)
     return values, notes
 
 
@@ -82,23 +101,42 @@ def _nvidia(system: System) -> tuple[DriverFacts, tuple[GpuFacts, ...]]:
         smi, _version, smi_notes = smi_gpus(system)
         gpus = tuple(smi)
         notes += smi_notes
-    gpus, vis_notes = apply_visibility(gpus, system.env.get("CUDA_VISIBLE_DEVICES"))
+    # Whatever the source, a value no GPU can have is not a fact (nvidia-smi's are checked as parsed).
+    checked = []
+    for gpu in gpus:
+        gpu, gpu_notes = plausible_gpu(gpu, gpu.source)
+        checked.append(gpu)
+        notes += gpu_notes
+    gpus, vis_notes = apply_visibility(tuple(checked), system.env.get("CUDA_VISIBLE_DEVICES"))
     notes += vis_notes
-    return dataclasses.replace(driver, notes=tuple(notes)), gpus
+    return dataclasses.replace(driver, notes=tuple(cap_notes(notes, "nvidia"))), gpus
 
 
 def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Facts:
-    """Detect everything about this machine and the interpreter ``interp``."""
+    """Detect everything about this machine and the interpreter ``interp``.
+
+    Every detector (and every host fact) runs on its own under the deadline: one that hangs costs
+    its own facts only, each named in a note, never the others'.
+    """
+    host_readers = {f"host.{name}": read for name, read in detect_host_readers(system).items()}
     tasks: dict[str, Callable[[], Any]] = {
-        "host": lambda: detect_host(system),
+        **host_readers,
         "nvidia": lambda: _nvidia(system),
+        # The version files need no NVML and no nvidia-smi: a wedged GPU that hangs both must
+        # not turn a known driver into "install the driver".
+        "driver.files": lambda: driver_from_files(system),
         "toolkits": lambda: detect_toolkits(system, interp.path),
         "python": lambda: detect_python(system, interp),
     }
+    budget = deep_budget(system)
     if deep:
-        tasks["deep"] = lambda: detect_deep(system, interp)
+        tasks["deep"] = lambda: detect_deep(system, interp, budget=budget)
     values, notes = run_bounded(tasks, system.deadline)
-    driver, gpus = values.get("nvidia", (DriverFacts(notes=("not detected",)), ()))
+    host = host_from(
+        {name[5:]: values[name] for name in host_readers if name in values},
+        [name[5:] for name in host_readers if name not in values],
+    )
+    driver, gpus = values.get("nvidia") or (_unanswered_driver(values.get("driver.files")), ())
     python, torch = values.get(
         "python",
         (
@@ -106,16 +144,27 @@ def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Fa
             TorchFacts(error="not inspected"),
         ),
     )
-    if "deep" in values:
-        torch = dataclasses.replace(torch, deep=values["deep"])
+    if deep:
+        torch = dataclasses.replace(torch, deep=values.get("deep") or deep_unanswered(budget))
     return Facts(
-        host=values.get("host", HostFacts()),
+        host=host,
         driver=driver,
         gpus=gpus,
         toolkits=values.get("toolkits", ()),
         python=python,
         torch=torch,
         notes=tuple(notes),
+    )
+
+
+def _unanswered_driver(files: Optional[DriverFacts]) -> DriverFacts:
+    """The driver when NVML / nvidia-smi did not answer in time: the version files' answer (if
+    any), with NVML's error saying that it hung."""
+    base = files or DriverFacts()
+    return dataclasses.replace(
+        base,
+        nvml_error=f"{NO_ANSWER}: NVML and nvidia-smi did not answer before the time limit",
+        notes=(*base.notes, "nvidia: no answer from NVML or nvidia-smi before the time limit"),
     )
 
 

@@ -17,13 +17,39 @@ if TYPE_CHECKING:
     from envkit.detect.pyenv import Interpreter
     from envkit.system import System
 
-__all__ = ["detect_deep", "parse_deep"]
+__all__ = ["DEEP_HANG", "deep_budget", "deep_unanswered", "detect_deep", "parse_deep"]
 
 DEEP_TIMEOUT_S: Final = 60.0
+# What the deep probe leaves of the run's time for stopping it and for the checks: a quarter of
+# what remains, at most 1.5 s (SIGTERM, its grace, SIGKILL: envkit._proc.TERM_GRACE_S twice).
+DEEP_RESERVE_S: Final = 1.5
+DEEP_HANG: Final = "import torch did not finish in"
 
 
-def detect_deep(system: System, interp: Interpreter) -> DeepTorchFacts:
-    outcome = run_probe(system, interp.path, "torch_probe.py", timeout=DEEP_TIMEOUT_S)
+def deep_budget(system: System) -> float:
+    """Seconds the torch probe may take so that it ends (or is stopped) inside the run's deadline."""
+    remaining = system.remaining()
+    if remaining is None:
+        return DEEP_TIMEOUT_S
+    return max(0.1, min(DEEP_TIMEOUT_S, remaining - min(DEEP_RESERVE_S, remaining / 4)))
+
+
+def deep_unanswered(budget: float) -> DeepTorchFacts:
+    """The deep facts when the probe did not answer in time: a failure, never "not inspected"."""
+    return DeepTorchFacts(
+        ok=False,
+        error=f"{DEEP_HANG} {budget:.1f} s (the probe was stopped; a hang here is usually a wedged "
+        "GPU or a slow network filesystem; a larger --timeout tells which)",
+        duration_s=round(budget, 3),
+        timed_out=True,
+    )
+
+
+def detect_deep(system: System, interp: Interpreter, *, budget: float | None = None) -> DeepTorchFacts:
+    timeout = deep_budget(system) if budget is None else budget
+    outcome = run_probe(system, interp.path, "torch_probe.py", timeout=timeout)
+    if outcome.result.timed_out:
+        return deep_unanswered(timeout)
     if outcome.data is None:
         return DeepTorchFacts(
             ok=False,

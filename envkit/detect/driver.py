@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Optional
 
+from envkit._proc import short
+from envkit.detect.plausible import MAX_NOTE_CHARS, RANGES, cap_notes, plausible_gpu
 from envkit.facts import DriverFacts, GpuFacts
 from envkit.versions import NvVersion, Version, parse_compute_capability, parse_version
 
@@ -21,9 +23,11 @@ if TYPE_CHECKING:
     from envkit.system import System
 
 __all__ = [
+    "NO_ANSWER",
     "SMI_QUERY_FIELDS",
     "SmiHeader",
     "detect_driver",
+    "driver_from_files",
     "find_nvidia_smi",
     "parse_nvidia_smi_csv",
     "parse_nvidia_smi_header",
@@ -35,6 +39,10 @@ PROC_VERSION: Final = "/proc/driver/nvidia/version"
 SYS_MODULE_VERSION: Final = "/sys/module/nvidia/version"
 WSL_NVIDIA_SMI: Final = "/usr/lib/wsl/lib/nvidia-smi"
 SMI_TIMEOUT_S: Final = 10.0
+# More GPU rows than any node has (NVL72 racks are 72 GPUs, in several nodes): the rest is garbage.
+MAX_SMI_GPUS: Final = 256
+# DriverFacts.nvml_error's name when NVML / nvidia-smi did not answer before the deadline.
+NO_ANSWER: Final = "NoAnswer"
 
 # The --query-gpu fields envkit asks for; compute_cap exists since driver 510.
 SMI_QUERY_FIELDS: Final = (
@@ -104,12 +112,14 @@ def parse_nvidia_smi_header(text: str) -> SmiHeader:
     # -q format: "Key   : value";
     # banner: "| NVIDIA-SMI 560.35.03   Driver Version: 560.35.03   CUDA Version: 12.6 |"
     for key, value in re.findall(
-        r"(KMD Version|Driver Version|CUDA UMD Version|CUDA Version)\s*:\s*([0-9.]+)", text
+        r"(KMD Version|Driver Version|CUDA UMD Version|CUDA Version)\s*:\s*([0-9.]{1,16})\b", text
     ):
         if key in ("KMD Version", "Driver Version") and driver is None:
             driver = _version_in(value)
         elif key in ("CUDA UMD Version", "CUDA Version") and cuda is None:
-            cuda = parse_version(value.strip("."))
+            parsed = parse_version(value.strip("."))
+            # CUDA 1.0 (2007) to 13.x (2025): a major past 99 is garbage, not a CUDA.
+            cuda = parsed if parsed is not None and 1 <= parsed.major <= 99 else None
     return SmiHeader(driver, cuda)
 
 
@@ -135,31 +145,50 @@ def parse_nvidia_smi_csv(text: str) -> tuple[list[GpuFacts], Optional[NvVersion]
     gpus: list[GpuFacts] = []
     notes: list[str] = []
     driver: Optional[NvVersion] = None
+    seen: set[int] = set()
     for row in csv.reader(text.splitlines(), skipinitialspace=True):
         if not row or not "".join(row).strip():
             continue
-        if len(row) != len(SMI_QUERY_FIELDS) or not row[0].strip().isdigit():
-            notes.append(f"nvidia-smi: unreadable line {', '.join(row)[:80]!r}")
+        first = row[0].strip()
+        if len(row) != len(SMI_QUERY_FIELDS) or not first.isdigit() or len(first) > 4:
+            notes.append(f"nvidia-smi: unreadable line {short(', '.join(row), 80)!r}")
             continue
-        index, name, uuid, bus_id, drv, memory, cc = (_cell(c) for c in row)
+        index_text, name, uuid, bus_id, drv, memory, cc = (_cell(c) for c in row)
+        index = int(index_text or 0)
+        if index > RANGES["index"][1] or index in seen or len(gpus) >= MAX_SMI_GPUS:
+            notes.append(f"nvidia-smi: GPU index {index} is a repeat or out of range; line ignored")
+            continue
+        seen.add(index)
         if driver is None and drv is not None:
             driver = _version_in(drv)
-        memory_mib = None
-        if memory is not None:
-            mem_match = re.match(r"(\d+)", memory)
-            memory_mib = int(mem_match.group(1)) if mem_match else None
-        gpus.append(
+        memory_mib = _smi_number(memory)
+        if memory is not None and memory_mib is None:
+            notes.append(f"nvidia-smi: GPU {index}: memory {short(memory, 40)!r} is not a number; ignored")
+        compute_capability = parse_compute_capability(cc) if cc else None
+        if cc and compute_capability is None:
+            notes.append(f"nvidia-smi: GPU {index}: compute capability {short(cc, 40)!r} is unreadable")
+        gpu, gpu_notes = plausible_gpu(
             GpuFacts(
-                index=int(index or 0),
+                index=index,
                 name=name,
                 uuid=uuid,
                 pci_bus_id=bus_id,
                 memory_total_mib=memory_mib,
-                compute_capability=parse_compute_capability(cc) if cc else None,
+                compute_capability=compute_capability,
                 source="nvidia-smi",
-            )
+            ),
+            "nvidia-smi",
         )
-    return gpus, driver, notes
+        gpus.append(gpu)
+        notes += gpu_notes
+    return gpus, driver, cap_notes(notes, "nvidia-smi")
+
+
+def _smi_number(cell: Optional[str]) -> Optional[int]:
+    """81559 from "81559" or "81559 MiB"; None for garbage, or for thousands of digits (int() of
+    those is slow, and no GPU has that much of anything: plausible_gpu checks the range)."""
+    match = re.match(r"(\d{1,15})(?:\.\d*)?(?:\s*MiB)?$", cell or "")
+    return int(match.group(1)) if match else None
 
 
 def find_nvidia_smi(system: System) -> Optional[str]:
@@ -179,25 +208,19 @@ def smi_gpus(system: System) -> tuple[list[GpuFacts], Optional[NvVersion], list[
     query = "--query-gpu=" + ",".join(SMI_QUERY_FIELDS)
     result = system.run_within([smi, query, "--format=csv,noheader,nounits"], timeout=SMI_TIMEOUT_S)
     if not result.ok:
-        return [], None, [result.describe() + _first_line(result.tail(2))]
+        return [], None, [short(result.describe() + _first_line(result.tail(2)), MAX_NOTE_CHARS)]
     return parse_nvidia_smi_csv(result.stdout)
 
 
 def _first_line(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
-    return f": {line}" if line else ""
+    return f": {short(line, 200)}" if line else ""
 
 
-def detect_driver(system: System, nvml: NvmlReading) -> DriverFacts:
-    """The driver version and CUDA version, from NVML, /proc, /sys, then nvidia-smi."""
+def driver_from_files(system: System) -> DriverFacts:
+    """The driver version from /proc/driver/nvidia/version, else /sys/module/nvidia/version: file
+    reads only, no NVML and no process, so a wedged GPU cannot hide a loaded driver."""
     notes: list[str] = []
-    if nvml.driver_version is not None:
-        return DriverFacts(
-            version=nvml.driver_version,
-            cuda_version=nvml.cuda_version,
-            source="nvml",
-            kernel_module=_proc_module_line(system),
-        )
     version: Optional[NvVersion] = None
     module: Optional[str] = None
     source: Optional[str] = None
@@ -213,6 +236,21 @@ def detect_driver(system: System, nvml: NvmlReading) -> DriverFacts:
             source = SYS_MODULE_VERSION if version else None
         except OSError:
             pass
+    return DriverFacts(version=version, source=source, kernel_module=module, notes=tuple(notes))
+
+
+def detect_driver(system: System, nvml: NvmlReading) -> DriverFacts:
+    """The driver version and CUDA version, from NVML, /proc, /sys, then nvidia-smi."""
+    if nvml.driver_version is not None:
+        return DriverFacts(
+            version=nvml.driver_version,
+            cuda_version=nvml.cuda_version,
+            source="nvml",
+            kernel_module=_proc_module_line(system),
+        )
+    files = driver_from_files(system)
+    notes = list(files.notes)
+    version, module, source = files.version, files.kernel_module, files.source
     cuda: Optional[Version] = None
     smi = find_nvidia_smi(system)
     if smi is not None:
@@ -223,7 +261,7 @@ def detect_driver(system: System, nvml: NvmlReading) -> DriverFacts:
             if version is None and header.driver is not None:
                 version, source = header.driver, "nvidia-smi"
         else:
-            notes.append(result.describe() + _first_line(result.tail(2)))
+            notes.append(short(result.describe() + _first_line(result.tail(2)), MAX_NOTE_CHARS))
     return DriverFacts(
         version=version,
         cuda_version=cuda,

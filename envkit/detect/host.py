@@ -8,17 +8,26 @@ import os
 import platform
 import re
 import socket
-from typing import TYPE_CHECKING, Final, Optional
+from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
 from envkit.facts import HostFacts, NetInterface, SharedLib
 from envkit.versions import parse_version
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from envkit.system import System
 
-__all__ = ["detect_host", "lib_family", "parse_ldconfig", "relevant_env"]
+__all__ = [
+    "detect_host",
+    "detect_ld_cache",
+    "detect_path_libs",
+    "host_from",
+    "host_readers",
+    "lib_family",
+    "parse_ldconfig",
+    "relevant_env",
+]
 
 NVIDIA_PCI_VENDOR: Final = "0x10de"
 # PCI classes 0x0300 (VGA controller) and 0x0302 (3D controller): GPUs, not NVIDIA's audio or
@@ -50,6 +59,7 @@ _ENV_NAMES: Final = frozenset(
         "TRITON_CACHE_DIR",
     }
 )
+
 # Variables whose values may carry secrets are never recorded (reports travel between machines).
 _SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|_KEY$", re.IGNORECASE)
 
@@ -113,6 +123,12 @@ def _shared_lib(system: System, path: str, source: str) -> Optional[SharedLib]:
 
 def detect_cuda_libs(system: System) -> tuple[SharedLib, ...]:
     """CUDA libraries on LD_LIBRARY_PATH, in LD_PRELOAD and in the ld.so cache."""
+    libs, _notes = detect_ld_cache(system)
+    return detect_path_libs(system) + libs
+
+
+def detect_path_libs(system: System) -> tuple[SharedLib, ...]:
+    """CUDA libraries on LD_LIBRARY_PATH and in LD_PRELOAD (file reads only, no process)."""
     libs: list[SharedLib] = []
     for folder in filter(None, system.env.get("LD_LIBRARY_PATH", "").split(":")):
         try:
@@ -127,17 +143,25 @@ def detect_cuda_libs(system: System) -> tuple[SharedLib, ...]:
         lib = _shared_lib(system, item, "LD_PRELOAD") if item else None
         if lib is not None:
             libs.append(lib)
+    return tuple(libs)
+
+
+def detect_ld_cache(system: System) -> tuple[tuple[SharedLib, ...], tuple[str, ...]]:
+    """CUDA libraries in the ld.so cache (``ldconfig -p``), and a note when ldconfig failed."""
     ldconfig = system.which("ldconfig") or next(
         (p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if system.path(p).is_file()), None
     )
-    if ldconfig is not None:
-        result = system.run_within([ldconfig, "-p"], timeout=LDCONFIG_TIMEOUT_S)
-        if result.ok:
-            for _soname, path in parse_ldconfig(result.stdout):
-                lib = _shared_lib(system, path, "ld.so.cache")
-                if lib is not None:
-                    libs.append(lib)
-    return tuple(libs)
+    if ldconfig is None:
+        return (), ()
+    result = system.run_within([ldconfig, "-p"], timeout=LDCONFIG_TIMEOUT_S)
+    if not result.ok:
+        return (), (f"ld.so cache not read: {result.describe()}",)
+    libs = []
+    for _soname, path in parse_ldconfig(result.stdout):
+        lib = _shared_lib(system, path, "ld.so.cache")
+        if lib is not None:
+            libs.append(lib)
+    return tuple(libs), ()
 
 
 def _read(system: System, path: str) -> Optional[str]:
@@ -195,22 +219,53 @@ def _shm_bytes(system: System) -> Optional[int]:
     return st.f_blocks * st.f_frsize
 
 
-def detect_host(system: System) -> HostFacts:
-    proc_version = (_read(system, "/proc/version") or "").lower()
+def _module_loaded(system: System) -> Optional[bool]:
     module_dir = system.path("/sys/module")
-    loaded: Optional[bool] = None
-    if module_dir.is_dir():
-        loaded = (module_dir / "nvidia").is_dir()
-    return HostFacts(
-        hostname=socket.gethostname() or None,
-        os=_os_name(system),
-        kernel=platform.release() or None,
-        arch=platform.machine() or None,
-        wsl="microsoft" in proc_version or system.path("/usr/lib/wsl/lib").is_dir(),
-        nvidia_pci_devices=_nvidia_pci(system),
-        nvidia_module_loaded=loaded,
-        shm_bytes=_shm_bytes(system),
-        interfaces=_interfaces(system),
-        env=relevant_env(system.env),
-        cuda_libs=detect_cuda_libs(system),
-    )
+    return (module_dir / "nvidia").is_dir() if module_dir.is_dir() else None
+
+
+def _wsl(system: System) -> bool:
+    proc_version = (_read(system, "/proc/version") or "").lower()
+    return "microsoft" in proc_version or system.path("/usr/lib/wsl/lib").is_dir()
+
+
+def host_readers(system: System) -> dict[str, Callable[[], Any]]:
+    """One reader per HostFacts field (``ld_cache`` adds to ``cuda_libs``): detect.detect_all runs
+    each on its own, so one that hangs (``ldconfig``, a stale mount under /sys) costs only its own
+    field, named in ``HostFacts.unanswered``."""
+    return {
+        "hostname": lambda: socket.gethostname() or None,
+        "os": lambda: _os_name(system),
+        "kernel": lambda: platform.release() or None,
+        "arch": lambda: platform.machine() or None,
+        "wsl": lambda: _wsl(system),
+        "nvidia_pci_devices": lambda: _nvidia_pci(system),
+        "nvidia_module_loaded": lambda: _module_loaded(system),
+        "shm_bytes": lambda: _shm_bytes(system),
+        "interfaces": lambda: _interfaces(system),
+        "env": lambda: relevant_env(system.env),
+        "cuda_libs": lambda: detect_path_libs(system),
+        "ld_cache": lambda: detect_ld_cache(system),
+    }
+
+
+def host_from(values: Mapping[str, Any], missing: Sequence[str] = ()) -> HostFacts:
+    """HostFacts from what ``host_readers`` answered; ``missing`` names the readers that did not
+    (their fields keep the "unknown" default and are listed in ``unanswered``)."""
+    fields = {k: v for k, v in values.items() if k != "ld_cache"}
+    notes: list[str] = []
+    unanswered = [name for name in missing if name != "ld_cache"]
+    ld_libs, ld_notes = values.get("ld_cache", ((), ()))
+    notes += ld_notes
+    if "ld_cache" in missing:
+        notes.append("ld.so cache not read: `ldconfig -p` did not answer before the time limit")
+    fields["cuda_libs"] = tuple(fields.get("cuda_libs", ())) + tuple(ld_libs)
+    notes += [
+        f"{name}: not gathered (its reader did not answer before the time limit)" for name in unanswered
+    ]
+    return HostFacts(**fields, unanswered=tuple(unanswered), notes=tuple(notes))
+
+
+def detect_host(system: System) -> HostFacts:
+    """Every host fact, one after the other (detect.detect_all runs the readers side by side)."""
+    return host_from({name: read() for name, read in host_readers(system).items()})

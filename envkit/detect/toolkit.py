@@ -8,6 +8,7 @@ the same toolkit are merged by what ``nvcc --version`` prints.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -82,16 +83,15 @@ def detect_toolkits(system: System, python: Optional[str] = None) -> tuple[Toolk
         first_path.setdefault(real, path)
     if not by_real:
         return ()
+    # Each nvcc runs in a copy of this context: it stays in the caller's _proc scope, so it is
+    # stopped if the caller gives up on the toolkits.
+    context = contextvars.copy_context()
+
+    def version(path: str) -> ProcResult:
+        return context.copy().run(system.run_within, [path, "--version"], timeout=NVCC_TIMEOUT_S)
+
     with ThreadPoolExecutor(max_workers=min(8, len(by_real))) as pool:
-        results = dict(
-            zip(
-                by_real,
-                pool.map(
-                    lambda p: system.run_within([p, "--version"], timeout=NVCC_TIMEOUT_S),
-                    by_real,
-                ),
-            )
-        )
+        results = dict(zip(by_real, pool.map(version, by_real)))
     merged: dict[object, ToolkitFacts] = {}
     for real, result in results.items():
         toolkit = _toolkit(first_path[real], real, by_real[real], result)
