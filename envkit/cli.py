@@ -74,9 +74,12 @@ def _write_crash_log(exc: BaseException) -> Optional[Path]:
         f"- platform: {platform.platform()}\n\n"
         "```\n" + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)) + "```\n"
     )
+    from envkit._files import write_atomic
+    from envkit.redact import redact
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(body, encoding="utf-8")
+        # Redacted (argv and tracebacks hold mirror URLs), whole or not at all, for its owner only.
+        write_atomic(path, redact(body), mode=0o600)
     except OSError:
         return None
     return path
@@ -94,8 +97,13 @@ def guarded(fn: F) -> F:
             if exc.hint:
                 stderr.print(f"  hint: {_escape(exc.hint)}")
             raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:
-            stderr.print("envkit: interrupted")
+        except KeyboardInterrupt as exc:
+            # What had to be undone is undone (create defers signals for that); more Ctrl-C or
+            # SIGTERM while envkit says so and exits would only cut the message short.
+            from envkit._signals import ignore_interrupts
+
+            ignore_interrupts()
+            stderr.print(f"envkit: interrupted{f' ({exc})' if str(exc) else ''}")
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except typer.Exit:
             raise
@@ -112,9 +120,13 @@ def guarded(fn: F) -> F:
 
 
 def _escape(text: str) -> str:
+    """``text`` for rich markup, redacted: the last line of defence for every message printed."""
     from rich.markup import escape
 
-    return escape(text)
+    from envkit._terminal import printable
+    from envkit.redact import redact
+
+    return escape(printable(redact(text)))  # printable: a message can quote a hostile file
 
 
 def _version(value: bool) -> None:
@@ -333,16 +345,26 @@ def preflight(
         report = run_preflight(
             System(), expect_path=expect, verify_checks=checks, python=python, env_name=env, timeout=timeout
         )
+    junit_error: Optional[EnvkitError] = None
     if junit:
         from envkit.junit import write_junit
 
-        write_junit(report, junit, name="envkit.preflight", strict=strict)
+        try:
+            write_junit(report, junit, name="envkit.preflight", strict=strict)
+        except EnvkitError as exc:  # the verdict still goes out; the code says the file is missing
+            junit_error = exc
     if json_out:
         print_json(report.to_json(strict=strict))
     code = report.exit_code(strict=strict)
     if code:
         reason = drain_reason(report) or "envkit: warnings (--strict)"
         sys.stderr.write(reason + "\n")
+    if junit_error is not None:
+        # Unhealthy stays 1 (the node must be drained either way); healthy becomes 2: asked-for output
+        # is missing, and a CI step that reads the JUnit file would otherwise pass on nothing.
+        passed = "" if code else " (the checks passed; exit 2: the JUnit file was asked for)"
+        stderr.print(f"[bold red]envkit:[/] {_escape(junit_error.message)}{passed}")
+        return code or junit_error.exit_code
     return code
 
 
@@ -358,23 +380,40 @@ def fleet(
     html: Annotated[
         Optional[str], typer.Option("--html", help="Also write a self-contained HTML page.")
     ] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Any deviation fails too (exit 1).")] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Any deviation fails too (exit 1); an unreadable report is an input error (exit 2).",
+        ),
+    ] = False,
 ) -> int:
-    """Many nodes' reports side by side: the fleet's majority, the odd nodes out, failing checks."""
+    """Many nodes' reports side by side: the fleet's majority, the odd nodes out, failing checks.
+
+    A report that cannot be read is listed with the reason and the others are still shown; the
+    exit code is then 1 (2 with --strict)."""
+    from envkit._files import check_output, write_output
     from envkit.fleet import load_fleet
 
+    if html:
+        check_output(html, label=f"--html {html}")  # before reading a thousand reports
     fleet_view = load_fleet(reports)
     if html:
-        from envkit._files import write_atomic
         from envkit.fleet_html import render_html
 
-        write_atomic(html, render_html(fleet_view, strict=strict))
+        write_output(html, render_html(fleet_view, strict=strict), label=f"--html {html}")
     if json_out:
         print_json(fleet_view.to_json(strict=strict))
     else:
         from envkit.render_fleet import render_fleet
 
         render_fleet(fleet_view, stdout, strict=strict)
+    if fleet_view.unreadable:
+        first = fleet_view.unreadable[0].error
+        more = len(fleet_view.unreadable) - 1
+        stderr.print(
+            f"[bold red]envkit:[/] {_escape(first)}" + (f" (and {more} more unreadable)" if more else "")
+        )
     return fleet_view.exit_code(strict=strict)
 
 
@@ -441,6 +480,10 @@ def spec(
         return 0
     if check is not None:
         return spec_command.check(check, flags, stdout, json_out=json_out, strict=strict)
+    if not to_stdout:
+        from envkit._files import check_output
+
+        check_output(out, label=f"--output {out}", folder=True)
     return spec_command.render(
         template or "pt2",
         flags,
@@ -550,11 +593,13 @@ def lock(
     python: Annotated[Optional[str], typer.Option("--python", help="Plan for this Python (3.11).")] = None,
 ) -> int:
     """Lock a conda environment with conda-lock (envkit[lock]); __cuda comes from the target driver."""
+    from envkit._files import check_output
     from envkit.lock import lock as run_lock
     from envkit.lock import prepare_lock
     from envkit.planning import PlanFlags
     from envkit.system import System
 
+    check_output(out, label=f"--output {out}", folder=True)
     flags = PlanFlags(driver, tuple(gpu or ()), no_gpu, platform, python, None, torch, cuda, "conda")
     system = System()
     job = prepare_lock(
@@ -575,4 +620,7 @@ def lock(
 
 def main() -> None:
     """Console-script entry point."""
+    from envkit._signals import sigterm_interrupts
+
+    sigterm_interrupts()  # SIGTERM (Slurm, systemd, timeout) ends envkit as Ctrl-C does: exit 130
     app(prog_name="envkit")

@@ -13,6 +13,7 @@ the plan is for conda and one is installed, else uv when present, else venv.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
@@ -21,12 +22,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
+from envkit._files import write_atomic
+from envkit._signals import deferred_signals
+from envkit.create_target import (
+    MARKER,
+    Target,
+    check_not_busy,
+    check_target,
+    leftover_backup,
+    leftovers,
+    locked,
+    side_path,
+)
 from envkit.detect.pyenv import conda_env_dirs, envkit_envs_dir
 from envkit.errors import EnvkitError, InputError
+from envkit.redact import redact
 from envkit.resolve import Plan
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from envkit.report import Report
     from envkit.system import System
@@ -38,6 +52,7 @@ __all__ = [
     "Step",
     "backend_exe",
     "build_steps",
+    "check_place",
     "choose_backend",
     "execute",
     "find_tool",
@@ -49,24 +64,34 @@ CONDA_FAMILY: Final = ("micromamba", "mamba", "conda")
 INSTALL_TIMEOUT_S: Final = 3600.0
 VENV_TIMEOUT_S: Final = 300.0
 CREATE_SCHEMA: Final = "envkit.create/1"
+MARKER_SCHEMA: Final = "envkit.created/1"
 
 
 class CreateFailed(EnvkitError):
-    """A step failed; the environment was removed (or restored). Exit code 1, like a failed check."""
+    """A step failed; the environment was removed (or restored). Exit code 1, like a failed check.
+    Its message and hint are redacted (EnvkitError): an installer's output may echo an index URL."""
 
     exit_code = 1
 
 
 @dataclass(frozen=True)
 class Step:
+    """One command line. ``env``: variables the child gets on top of envkit's environment; an
+    installer's index credentials travel there, never in ``argv`` (see _hide_credentials)."""
+
     title: str
     argv: tuple[str, ...]
     timeout: float
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # repr: it holds secrets
 
     def shown(self) -> str:
-        from envkit.webprobe import redact
+        """The command as a shell would run it, ``NAME=value`` first, redacted."""
+        assigned = [f"{name}={_quote(value)}" for name, value in self.env]
+        return redact(" ".join([*assigned, *(_quote(a) for a in self.argv)]))
 
-        return redact(" ".join(_quote(a) for a in self.argv))
+    def child_env(self, base: Mapping[str, str]) -> Optional[dict[str, str]]:
+        """The child's whole environment: ``base`` plus ``env``; None (inherit) when ``env`` is empty."""
+        return {**base, **dict(self.env)} if self.env else None
 
 
 @dataclass(frozen=True)
@@ -183,6 +208,67 @@ def _index_args(index: Sequence[str], *, wheelhouse: Optional[str], offline: boo
     return ["--no-index", *local] if offline else [*index, *local]
 
 
+# The installers' own environment variables for their index options, and how each joins several
+# values. A child's environment is readable only by its user (/proc/PID/environ is mode 0400), its
+# argv by everybody (`ps`), so URLs with credentials go there.
+# pip: every option is PIP_<UPPER_LONG_NAME>, several values space-separated, and the command line
+# wins over the environment (https://pip.pypa.io/en/stable/topics/configuration/#environment-variables).
+# uv: UV_INDEX_URL, UV_EXTRA_INDEX_URL (space-separated), UV_FIND_LINKS (comma-separated)
+# (https://docs.astral.sh/uv/reference/environment/; `uv pip install --help` names them too).
+_INDEX_ENV: Final = {
+    "pip": {
+        "--index-url": ("PIP_INDEX_URL", " "),
+        "--extra-index-url": ("PIP_EXTRA_INDEX_URL", " "),
+        "--find-links": ("PIP_FIND_LINKS", " "),
+    },
+    "uv": {
+        "--index-url": ("UV_INDEX_URL", " "),
+        "--extra-index-url": ("UV_EXTRA_INDEX_URL", " "),
+        "--find-links": ("UV_FIND_LINKS", ","),
+    },
+}
+
+
+def _hide_credentials(
+    argv: Sequence[str], installer: str
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """(argv, env): every index option of which one value carries a credential (what redact()
+    would hide) moves, with all its values, from ``argv`` into the installer's variable. All of
+    them: the command line would override the variable."""
+    options = _INDEX_ENV[installer]
+    values: dict[str, list[str]] = {}
+    kept: list[tuple[str, str]] = []  # (option, value) pairs in their order
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in options and i + 1 < len(argv):
+            values.setdefault(argv[i], []).append(argv[i + 1])
+            kept.append((argv[i], argv[i + 1]))
+            rest.append(argv[i])  # a slot, filled or dropped below
+            i += 2
+            continue
+        rest.append(argv[i])
+        i += 1
+    secret = {opt for opt, vals in values.items() if any(redact(v) != v for v in vals)}
+    out: list[str] = []
+    pairs = iter(kept)
+    for arg in rest:
+        if arg in options:
+            option, value = next(pairs)
+            if option not in secret:
+                out += [option, value]
+        else:
+            out.append(arg)
+    env = []
+    for option in sorted(secret):
+        name, sep = options[option]
+        # A local folder holding the separator goes as a file:// URL (percent-encoded), which both
+        # installers take for --find-links.
+        vals = [Path(v).as_uri() if sep in v and os.path.isabs(v) else v for v in values[option]]
+        env.append((name, sep.join(vals)))
+    return tuple(out), tuple(env)
+
+
 def build_steps(
     system: System,
     *,
@@ -222,18 +308,28 @@ def build_steps(
         install = [str(python), "-m", "pip", "install", *torch_requirements, *index]
         extra = [str(python), "-m", "pip", "install", *extra_pip, "--constraint", constraints]
     extra += _index_args(extra_index, wheelhouse=wheelhouse, offline=offline)
+    installer = "uv" if backend == "uv" else "pip"
     steps = [
         Step("create the environment", tuple(create), VENV_TIMEOUT_S),
-        Step(f"install torch {plan.torch}+{plan.variant}", tuple(install), INSTALL_TIMEOUT_S),
+        _install_step(f"install torch {plan.torch}+{plan.variant}", install, installer),
     ]
     if extra_pip:
-        steps.append(Step("install the template's other packages", tuple(extra), INSTALL_TIMEOUT_S))
+        steps.append(_install_step("install the template's other packages", extra, installer))
     return python, tuple(steps)
+
+
+def _install_step(title: str, argv: Sequence[str], installer: str) -> Step:
+    hidden, env = _hide_credentials(argv, installer)
+    return Step(title, hidden, INSTALL_TIMEOUT_S, env)
 
 
 @dataclass
 class _Undo:
-    """How to put things back: remove what was made, restore what --force moved aside."""
+    """How to put things back: remove what was made, restore what --force moved aside.
+
+    Each part is marked done as it is done, so running it again (after a signal that landed before
+    the signals were deferred) changes nothing: the restored environment is never removed.
+    """
 
     prefix: Path
     staging: Path
@@ -242,14 +338,34 @@ class _Undo:
 
     def rollback(self) -> list[str]:
         done = []
-        if self.created and self.prefix.exists():
-            shutil.rmtree(self.prefix, ignore_errors=True)
-            done.append(f"removed the half-made {self.prefix}")
-        if self.backup is not None and self.backup.exists():
-            os.replace(self.backup, self.prefix)
-            done.append(f"restored the previous {self.prefix}")
+        if self.created:
+            if os.path.lexists(self.prefix):
+                # Under the lock, and with the old environment moved aside, all that is there was
+                # made by this run's installer.
+                shutil.rmtree(self.prefix, ignore_errors=True)
+                done.append(f"removed the half-made {self.prefix}")
+            self.created = False
+        if self.backup is not None:
+            if self.backup.exists() and not os.path.lexists(self.prefix):
+                os.replace(self.backup, self.prefix)
+                done.append(f"restored the previous {self.prefix}")
+            self.backup = None
         shutil.rmtree(self.staging, ignore_errors=True)
         return done
+
+    def rollback_uninterrupted(self) -> list[str]:
+        """rollback() with SIGINT/SIGTERM held until it is over (then they arrive, once)."""
+        done: list[str] = []
+        while True:
+            try:
+                with deferred_signals():
+                    done += self.rollback()
+                return done
+            except KeyboardInterrupt:
+                # A signal that landed before they were deferred: finish the job, then let it out.
+                if self.created or self.backup is not None:
+                    continue
+                raise
 
 
 def _write_staging(staging: Path, files: dict[str, str]) -> None:
@@ -260,6 +376,13 @@ def _write_staging(staging: Path, files: dict[str, str]) -> None:
         os.replace(tmp, staging / name)
 
 
+def check_place(install: Installation, *, force: bool) -> list[str]:
+    """What ``execute`` would do to what is at the prefix (for ``--dry-run``), or InputError when it
+    would refuse: the same decision, taken without the lock."""
+    check_not_busy(install.prefix)
+    return check_target(install.prefix, force=force).notes()
+
+
 def execute(
     system: System,
     install: Installation,
@@ -267,30 +390,53 @@ def execute(
     force: bool = False,
     on_step: Callable[[Step], None] = lambda _s: None,
     on_line: Callable[[str], None] = lambda _l: None,
+    on_note: Callable[[str], None] = lambda _n: None,
     verify: Optional[Callable[[Path], Report]] = None,
 ) -> Optional[Report]:
-    """Carry out ``install``; on any failure (or Ctrl-C) leave things as they were.
+    """Carry out ``install``; on any failure (or Ctrl-C, or SIGTERM) leave things as they were.
 
     Raises:
-        InputError: the target exists and ``force`` is off.
+        InputError: the target exists and ``force`` is off, or it is not an environment, or another
+            ``create`` of it is running, or its place cannot be written.
         CreateFailed: a step failed (the message ends with the installer's last lines).
     """
     prefix = install.prefix
-    if prefix.exists() and not force:
-        raise InputError(
-            f"{prefix} already exists; envkit never touches an existing environment",
-            hint="pass --force to replace it, or choose another name or --prefix",
-        )
+    with locked(prefix):
+        for trash in leftovers(prefix, "trash"):  # a run killed while deleting what it replaced
+            shutil.rmtree(trash, ignore_errors=True)
+        restore = leftover_backup(prefix)  # a run killed outright (SIGKILL) while it had moved it aside
+        if restore is not None:
+            with deferred_signals():
+                os.replace(restore, prefix)
+            on_note(f"restored {prefix} from {restore}, left by an interrupted envkit create")
+        target = check_target(prefix, force=force)
+        return _build(system, install, target, on_step=on_step, on_line=on_line, verify=verify)
+
+
+def _build(
+    system: System,
+    install: Installation,
+    target: Target,
+    *,
+    on_step: Callable[[Step], None],
+    on_line: Callable[[str], None],
+    verify: Optional[Callable[[Path], Report]],
+) -> Optional[Report]:
+    prefix = install.prefix
     undo = _Undo(prefix, install.staging)
     try:
-        if prefix.exists():  # --force: move it aside, put it back if anything fails
-            undo.backup = prefix.with_name(f".{prefix.name}.envkit-old-{int(time.time())}")
-            os.replace(prefix, undo.backup)
-        _write_staging(install.staging, install.spec_files)
+        shutil.rmtree(install.staging, ignore_errors=True)  # ours (by its name), from a killed run
+        if target.replace:  # --force: move it aside, put it back if anything fails
+            with deferred_signals():
+                undo.backup = side_path(prefix, f"old-{int(time.time())}")
+                os.replace(prefix, undo.backup)
         undo.created = True
+        _write_staging(install.staging, install.spec_files)
         for step in install.steps:
             on_step(step)
-            result = system.run(step.argv, timeout=step.timeout, on_line=on_line)
+            result = system.run(
+                step.argv, timeout=step.timeout, env=step.child_env(system.env), on_line=on_line
+            )
             if not result.ok:
                 tail = "\n".join(result.stdout.strip().splitlines()[-15:])
                 raise CreateFailed(f"{step.title} failed: {result.describe()}\n{tail}".rstrip())
@@ -306,21 +452,53 @@ def execute(
             )
         _keep_specs(install)
     except BaseException as exc:
-        done = undo.rollback()
+        done = undo.rollback_uninterrupted()
+        if isinstance(exc, OSError):  # a full disk, a folder that became read-only
+            where = f" ({exc.filename})" if exc.filename else ""
+            failed = CreateFailed(f"could not write the environment: {exc.strerror or exc}{where}")
+            failed.hint = "; ".join(done)
+            raise failed from None
         if isinstance(exc, CreateFailed) and done:
             exc.hint = "; ".join(done)
         raise
-    if undo.backup is not None:
-        shutil.rmtree(undo.backup, ignore_errors=True)
+    # The new environment is complete: from here on it stays. What it replaced is renamed out of
+    # the way in one step, then deleted; a run killed during the deletion leaves only a
+    # .NAME.envkit-trash-<ts> folder, which the next run removes.
+    with deferred_signals():
+        trash = None
+        if undo.backup is not None:
+            trash = side_path(prefix, f"trash-{int(time.time())}")
+            os.replace(undo.backup, trash)
+        undo.backup = None
+        undo.created = False
+    if trash is not None:
+        shutil.rmtree(trash, ignore_errors=True)
     shutil.rmtree(install.staging, ignore_errors=True)
     return report
 
 
 def _keep_specs(install: Installation) -> None:
-    """The specs and the plan go into <prefix>/envkit/, so the environment says how it was made."""
+    """The specs and the plan go into <prefix>/envkit/, so the environment says how it was made;
+    envkit/created.json marks it as one envkit made (what --force may replace)."""
     target = install.prefix / "envkit"
     target.mkdir(parents=True, exist_ok=True)
     files = dict(install.spec_files)
     files["plan.json"] = json.dumps(install.plan.to_json(), indent=2) + "\n"
     files["commands.txt"] = "\n".join(s.shown() for s in install.steps) + "\n"
     _write_staging(target, files)
+    write_atomic(install.prefix / MARKER, json.dumps(_marker(install), indent=2) + "\n")
+
+
+def _marker(install: Installation) -> dict[str, Any]:
+    from envkit import __version__
+
+    plan = install.plan
+    return {
+        "schema": MARKER_SCHEMA,
+        "envkit": __version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "backend": install.backend,
+        "torch": str(plan.torch),
+        "variant": plan.variant,
+        "python": str(plan.python) if plan.python else None,
+    }

@@ -56,7 +56,7 @@ def run(
     console: Any,
     errors: Any,
 ) -> int:
-    from envkit.create import CONDA_FAMILY, execute
+    from envkit.create import CONDA_FAMILY, check_place, execute
     from envkit.create_prepare import CreateRequest, prepare
     from envkit.system import System
 
@@ -64,10 +64,14 @@ def run(
     request = CreateRequest(name, prefix, template, flags, backend, mirrors, wheelhouse, offline)
     install = prepare(system, request)
     if dry_run:
+        # The same refusals as the real run (not an environment, taken, left-overs), changing nothing.
+        will = check_place(install, force=force)
         if json_out:
-            _json({**install.to_json(), "status": "dry-run"})
+            _json({**install.to_json(), "status": "dry-run", "will": will})
         else:
             _show(install, console)
+            for line in will:
+                console.print(f"  {line}", markup=False)
         return EXIT_OK
     _show(install, errors)
     verifier = _verifier(system) if verify else None
@@ -81,7 +85,12 @@ def run(
             if line.strip():
                 status.update(line.strip()[:120])
 
-        report = execute(system, install, force=force, on_step=on_step, on_line=on_line, verify=verifier)
+        def on_note(note: str) -> None:
+            errors.print(f"envkit: {note}", markup=False)
+
+        report = execute(
+            system, install, force=force, on_step=on_step, on_line=on_line, on_note=on_note, verify=verifier
+        )
     code = EXIT_OK if report is None else report.exit_code()
     if json_out:
         _json({**install.to_json(), "status": "created", "verify": report.to_json() if report else None})

@@ -3,6 +3,7 @@ backend, the place, the spec files and the exact command lines (``--dry-run`` pr
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -16,6 +17,7 @@ from envkit.create import (
     default_prefix,
     find_tool,
 )
+from envkit.create_target import check_name, check_prefix
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge
 from envkit.mirrors import pip_args
@@ -64,6 +66,8 @@ def _format(system: System, request: CreateRequest, template: Template) -> str:
 
 def prepare(system: System, request: CreateRequest) -> Installation:
     """Resolve and lay out the installation; nothing is written or run."""
+    if request.name is not None:
+        check_name(request.name)  # a name, never a path: `create ../envs --force` must not exist
     if not request.name and not request.prefix:
         raise InputError("give the environment a NAME or a --prefix PATH")
     if request.offline and not request.wheelhouse:
@@ -75,12 +79,13 @@ def prepare(system: System, request: CreateRequest) -> Installation:
     fmt = _format(system, request, template)
     plan = make_plan(system, spec_flags(template, request.flags, fmt))  # fmt decides the channel
     backend, exe = choose_backend(system, request.backend, plan)
-    name = request.name or Path(str(request.prefix)).name
-    prefix = (
-        Path(request.prefix).expanduser().absolute()
-        if request.prefix
-        else default_prefix(system, name, backend)
-    )
+    # abspath, not Path.absolute(): it folds `..` away, so `--prefix envs/..` names `.`'s parent's
+    # child, not a folder called "..".
+    given = Path(os.path.abspath(Path(request.prefix).expanduser())) if request.prefix else None
+    if given is not None:
+        check_prefix(given)
+    name = request.name or (given.name if given is not None else "")
+    prefix = given if given is not None else default_prefix(system, name, backend)
     mirrors = spec_mirrors(list(request.mirrors), plan.variant) if request.mirrors else ()
     k = load_knowledge()
     spec_files = render_specs(plan, template, fmt, mirror=mirrors or None, env_name=name, knowledge=k)

@@ -80,7 +80,7 @@ def test_create_from_the_wheelhouse_then_import_torch(tmp_path: Path, wheelhouse
     )
     assert version.stdout.strip() == "2.13.0+cpu", version.stderr
     kept = sorted(p.name for p in (tmp_path / "cpu-env" / "envkit").iterdir())
-    assert kept == ["commands.txt", "constraints.txt", "plan.json", "requirements.txt"]
+    assert kept == ["commands.txt", "constraints.txt", "created.json", "plan.json", "requirements.txt"]
     # A second create of the same name is refused and leaves the first one alone.
     again = create_cpu("cpu-env", backend, wheelhouse, envs=tmp_path)
     assert again.returncode == 2

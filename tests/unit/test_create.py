@@ -170,6 +170,7 @@ def test_an_existing_environment_is_never_touched(tmp_path: Path) -> None:
     assert (prefix / "keep.txt").read_text() == "mine"
 
 
+@pytest.mark.slow  # a real venv with ensurepip (~6 s); tests/unit/test_create_safety.py has fast stand-ins
 def test_a_failed_install_leaves_nothing_behind(tmp_path: Path) -> None:
     system = fake_tools(tmp_path)
     wheelhouse = tmp_path / "empty-wheelhouse"
@@ -191,10 +192,12 @@ def test_a_failed_install_leaves_nothing_behind(tmp_path: Path) -> None:
     assert f"removed the half-made {prefix}" in info.value.hint
 
 
+@pytest.mark.slow  # a real venv with ensurepip (~6 s)
 def test_force_puts_the_old_environment_back_when_the_new_one_fails(tmp_path: Path) -> None:
     system = fake_tools(tmp_path)
     prefix = tmp_path / "envs" / "precious"
     prefix.mkdir(parents=True)
+    (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")  # an environment: what --force may replace
     (prefix / "old.txt").write_text("old env")
     install = prepare(
         system,
@@ -208,6 +211,7 @@ def test_force_puts_the_old_environment_back_when_the_new_one_fails(tmp_path: Pa
     assert [p.name for p in prefix.parent.iterdir()] == ["precious"]  # no backup left behind
 
 
+@pytest.mark.slow  # a real venv with ensurepip (~6 s)
 def test_ctrl_c_cleans_up(tmp_path: Path) -> None:
     system = fake_tools(tmp_path)
     prefix = tmp_path / "envs" / "interrupted"
