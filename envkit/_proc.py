@@ -35,7 +35,18 @@ from typing import IO, TYPE_CHECKING, Callable, Final, Optional, Protocol, Union
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
-__all__ = ["MAX_KEPT_BYTES", "ProcResult", "Runner", "Scope", "live_pids", "run", "scope", "terminate_all"]
+__all__ = [
+    "MAX_KEPT_BYTES",
+    "ProcResult",
+    "Runner",
+    "Scope",
+    "cancel_scopes",
+    "enter_scope",
+    "live_pids",
+    "run",
+    "scope",
+    "terminate_all",
+]
 
 # How long a child gets between SIGTERM and SIGKILL (nox uses a similar staged shutdown).
 TERM_GRACE_S: Final = 0.5
@@ -127,10 +138,16 @@ class Scope:
         self._pids: set[int] = set()
 
     def cancel(self) -> None:
-        with _LOCK:
-            self.cancelled = True
-            pids = [pid for pid in self._pids if pid in _LIVE]
-        _stop_groups(pids)
+        cancel_scopes([self])
+
+
+def cancel_scopes(scopes: Sequence[Scope]) -> None:
+    """Cancel several scopes at once: one SIGTERM round and one grace period for all of them."""
+    with _LOCK:
+        for sc in scopes:
+            sc.cancelled = True
+        pids = [pid for sc in scopes for pid in sc._pids if pid in _LIVE]
+    _stop_groups(pids)
 
 
 _SCOPE: contextvars.ContextVar[Optional[Scope]] = contextvars.ContextVar("envkit_proc_scope", default=None)
@@ -146,6 +163,11 @@ def scope(name: str) -> Iterator[Scope]:
         yield current
     finally:
         _SCOPE.reset(token)
+
+
+def enter_scope(current: Scope) -> None:
+    """Make ``current`` the scope of this context (for a thread's ``contextvars`` context)."""
+    _SCOPE.set(current)
 
 
 def live_pids() -> list[int]:
