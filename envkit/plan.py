@@ -131,7 +131,7 @@ class Plan:
 
     def requirements(self, packages: tuple[str, ...] = ("torch", "torchvision", "torchaudio")) -> list[str]:
         """Pinned pip requirements; torch pinned with its variant so no resolver can swap builds."""
-        local = f"+{self.variant}" if self.index_url and self.platform != "macos-arm64" else ""
+        local = f"+{self.variant}" if self.index_url and not self.platform.startswith("macos") else ""
         pins = {
             "torch": f"torch=={self.torch}{local}",
             "torchvision": f"torchvision=={self.torchvision}",

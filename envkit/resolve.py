@@ -155,8 +155,9 @@ class _Evaluator:
                     f"torch {release.torch} has no {variant} build for {where} (it has {have})",
                 )
             )
-        if t.python is not None and t.python not in release.python:
-            span = f"{release.python[0]}–{release.python[-1]}"
+        pythons = release.python_on(t.platform)
+        if t.python is not None and t.python not in pythons:
+            span = f"{pythons[0]}–{pythons[-1]}"
             failures.append(
                 (
                     "python",
@@ -297,7 +298,8 @@ def _plan(
             "from NVIDIA's Jetson index, not checked here"
         )
     python = target.python
-    index_url = None if target.platform == "macos-arm64" else f"{PYTORCH_INDEX}/{chosen.variant}"
+    # PyPI's macOS wheels are the only macOS builds (no local tag, no index folder).
+    index_url = None if target.platform.startswith("macos") else f"{PYTORCH_INDEX}/{chosen.variant}"
     conda = None
     if request.channel == "conda":
         conda = _conda_spec(k, chosen, python)
@@ -414,7 +416,7 @@ def _ways_out(candidates: list[_Candidate], target: Target, request: Request) ->
         ways.append(f"widen --torch: torch {only['torch'].name} fits")
     if "python" in only:
         cand = only["python"]
-        ways.append(f"use Python {cand.release.python[-1]} (torch {cand.name} fits)")
+        ways.append(f"use Python {cand.release.python_on(target.platform)[-1]} (torch {cand.name} fits)")
     if "channel" in only:
         ways.append(f"--channel pip (torch {only['channel'].name} fits)")
     if "arch" in only and not ways:

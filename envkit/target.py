@@ -153,7 +153,8 @@ def target_from_facts(facts: Facts, knowledge: Knowledge) -> Target:
         machine = _platform.machine().lower()
         system = _platform.system()
         arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
-        plat = {"Linux": f"linux-{arch}", "Windows": "windows-x86_64", "Darwin": "macos-arm64"}.get(
+        mac = "macos-x86_64" if arch == "x86_64" else "macos-arm64"
+        plat = {"Linux": f"linux-{arch}", "Windows": "windows-x86_64", "Darwin": mac}.get(
             system, "linux-x86_64"
         )
     version = py.version if py else None

@@ -378,7 +378,7 @@ def _release(row: Row) -> Release:
         unlisted=unlisted,
         conda_pytorch_cuda=conda_row.versions("pytorch_cuda"),
         date=row.opt_text("date"),
-        source=row.text("source"),
+        source=row.source(),
         python_platform=python_platform,
         pypi_default_aarch64=row.opt_text("pypi_default_aarch64") or "cpu",
     )
@@ -402,7 +402,7 @@ def _arch(row: Row) -> ArchRow:
     platform = row.text("platform")
     if platform not in PLATFORMS:
         raise row.fail("platform", f"one of {', '.join(PLATFORMS)}")
-    return ArchRow(spec, row.text("variant"), platform, row.ccs("sass"), row.ccs("ptx"), row.text("source"))
+    return ArchRow(spec, row.text("variant"), platform, row.ccs("sass"), row.ccs("ptx"), row.source())
 
 
 def _gpu(row: Row) -> Gpu:

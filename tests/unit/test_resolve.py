@@ -98,7 +98,8 @@ def test_conda_cuda_12_1_is_the_old_pytorch_channel_route() -> None:
 
 def test_conda_never_offers_the_pytorch_channel_past_2_5_1() -> None:
     with pytest.raises(NoBuildError) as info:
-        plan(target("550.54.15", "sm_80"), torch="2.6.0", channel="conda")
+        # 2.14.0: past the pytorch channel (2.5.1) and past conda-forge's newest build (2.13.0).
+        plan(target("580.65.06", "sm_80"), torch="2.14.0", channel="conda")
     assert "--channel pip" in info.value.hint
 
 
@@ -236,9 +237,12 @@ def test_a_new_driver_accepts_every_variant(release, variant) -> None:  # type: 
     row = K.arch_for(release, variant, "linux-x86_64")
     assert row is not None
     gpu = row.sass[-1]
+    # The newest driver that still drives the GPU: R580 is the last branch for sm_70 and older.
+    last = min((r.last_branch for r in K.driver_rules if r.applies(gpu) and r.last_branch), default=None)
+    driver = NvVersion(f"{last}.95.05" if last else "999.99.99")
     p = resolve(
         K,
-        Target("linux-x86_64", NvVersion("999.99.99"), (GpuTarget(gpu),), release.python[-1]),
+        Target("linux-x86_64", driver, (GpuTarget(gpu),), release.python[-1]),
         Request(torch=parse_torch_spec(str(release.torch)), cuda=parse_cuda_request(variant)),
     )
     assert (p.torch, p.variant) == (release.torch, variant)
