@@ -23,12 +23,6 @@ from envkit.detect.nvml import NvmlApi
 __all__ = ["System"]
 
 
-def _default_nvml() -> NvmlApi:
-    from envkit.detect.nvml import load_pynvml
-
-    return load_pynvml()
-
-
 @dataclass(frozen=True)
 class System:
     """Where detectors read from; ``System()`` is the real machine."""
@@ -36,7 +30,8 @@ class System:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     root: Path = Path("/")
     run: _proc.Runner = _proc.run
-    nvml: Callable[[], NvmlApi] = _default_nvml
+    # None: the real NVML, asked in a child process (detect.nvml.ask_nvml); tests pass a recording.
+    nvml: Optional[Callable[[], NvmlApi]] = None
     # time.monotonic() value after which every subprocess gets only a token timeout.
     deadline: Optional[float] = None
 

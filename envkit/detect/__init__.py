@@ -20,7 +20,7 @@ from envkit.detect.deep import deep_budget, deep_unanswered, detect_deep
 from envkit.detect.driver import NO_ANSWER, detect_driver, driver_from_files, smi_gpus
 from envkit.detect.host import host_from
 from envkit.detect.host import host_readers as detect_host_readers
-from envkit.detect.nvml import read_nvml
+from envkit.detect.nvml import ask_nvml
 from envkit.detect.plausible import cap_notes, plausible_gpu
 from envkit.detect.pyenv import Interpreter, detect_python
 from envkit.detect.toolkit import detect_toolkits
@@ -93,7 +93,7 @@ def run_bounded(
 
 
 def _nvidia(system: System) -> tuple[DriverFacts, tuple[GpuFacts, ...]]:
-    reading = read_nvml(system.nvml)
+    reading = ask_nvml(system)
     driver = detect_driver(system, reading)
     gpus = reading.gpus
     notes = list(driver.notes)

@@ -2,59 +2,60 @@
 
 ``NvmlApi`` is the seam: ``PynvmlApi`` calls NVIDIA's ``nvidia-ml-py`` (module ``pynvml``);
 ``RecordedNvml`` answers from a JSON recording of a real machine (``scripts/record_nvml.py`` writes
-one). Per-field errors follow gpustat's ``safenvml`` rule: a field the GPU or driver does not
-support is ``None`` and named in ``unsupported``, never a crash; a lost GPU is reported on that
-GPU, and the others still report.
+one). On a real machine envkit never loads NVML into its own process: ``ask_nvml`` runs
+``nvml_worker.py`` in a child, which prints the same record, so a driver library that crashes or
+hangs costs the NVML facts (with a note saying how it failed), not the run. Per-field errors follow
+gpustat's ``safenvml`` rule: a field the GPU or driver does not support is ``None`` and named in
+``unsupported``, never a crash; a lost GPU is reported on that GPU, and the others still report.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
+import secrets
+import signal
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional, Protocol
 
+from envkit.detect.driver import NO_ANSWER
+from envkit.detect.nvml_worker import GPU_FIELDS, NvmlError, PynvmlApi, record_nvml
 from envkit.facts import GpuFacts
 from envkit.versions import ComputeCapability, NvVersion, Version, cuda_from_int
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Mapping
+
+    from envkit._proc import ProcResult
+    from envkit.system import System
 
 __all__ = [
+    "CRASHED",
     "GPU_FIELDS",
     "NvmlApi",
     "NvmlError",
     "NvmlReading",
     "PynvmlApi",
     "RecordedNvml",
+    "ask_nvml",
     "load_pynvml",
     "read_nvml",
+    "record_nvml",
 ]
 
-# Fields read for every GPU; the recorded format (tests/data/nvml/*.json) uses the same names.
-GPU_FIELDS: Final = (
-    "name",
-    "uuid",
-    "pci_bus_id",
-    "compute_capability",
-    "memory_total",
-    "mig_mode",
-    "persistence_mode",
-    "ecc_mode",
-    "ecc_uncorrected_volatile",
-    "retired_pages",
-    "retired_pages_pending",
-    "remapped_rows",
-    "pcie_gen",
-    "pcie_gen_max",
-    "pcie_width",
-    "pcie_width_max",
-    "clock_event_reasons",
-    "temperature",
-    "temperature_slowdown",
-    "power_usage",
-    "power_limit",
-)
+WORKER: Final = Path(__file__).with_name("nvml_worker.py")
+# The child's share of what is left of the deadline: after a hung NVML, /proc/driver/nvidia/version
+# and nvidia-smi still get the rest, so a wedged GPU does not also cost the driver version.
+NVML_SHARE: Final = 0.5
+# The child's limit when the run has no deadline (nvmlInit on many GPUs without persistence mode
+# takes seconds; NVIDIA's nvidia-smi documentation, "Persistence Mode").
+NVML_TIMEOUT_S: Final = 20.0
+# The error names of an NVML child without an answer: NO_ANSWER (envkit.detect.driver) when it
+# overran its time, CRASHED when a signal killed it or it could not run, "Unknown" for garbage.
+CRASHED: Final = "Crashed"
 
 # NVML errors that mean "this GPU or driver has no such field": the field is None, not a failure.
 # (NVML API reference, nvmlReturn_t; gpustat core.py safenvml.)
@@ -76,15 +77,6 @@ CLOCK_EVENT_BITS: Final = {
     0x80: "hw_power_brake",
     0x100: "display_clock_setting",
 }
-
-
-class NvmlError(Exception):
-    """An NVML call failed; ``name`` is the NVML error without its prefix ("GpuIsLost")."""
-
-    def __init__(self, name: str, message: str = "") -> None:
-        super().__init__(f"{name}: {message}" if message else name)
-        self.name = name
-        self.message = message or name
 
 
 class NvmlApi(Protocol):
@@ -245,7 +237,7 @@ class RecordedNvml:
 
     def init(self) -> None:
         if self._data.get("init_error"):
-            self._answer({"error": self._data["init_error"]})
+            self._answer({"error": self._data["init_error"], "message": self._data.get("message", "")})
 
     def shutdown(self) -> None:
         return None
@@ -264,158 +256,53 @@ class RecordedNvml:
         return self._answer(device.get(field, {"error": "NotSupported"}))
 
 
-class PynvmlApi:
-    """The real NVML through ``nvidia-ml-py``; pynvml's exceptions become NvmlError."""
-
-    def __init__(self) -> None:
-        try:
-            import pynvml
-        except ImportError as exc:  # nvidia-ml-py is a dependency; a broken install lands here
-            raise NvmlError("LibraryNotFound", f"cannot import pynvml ({exc})") from exc
-        self._nv: Any = pynvml
-        self._handles: dict[int, Any] = {}
-
-    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        try:
-            return _plain(fn(*args))
-        except self._nv.NVMLError as exc:
-            name = type(exc).__name__.replace("NVMLError_", "") or "Unknown"
-            raise NvmlError(name, str(exc)) from None
-
-    def init(self) -> None:
-        self._call(self._nv.nvmlInit)
-
-    def shutdown(self) -> None:
-        self._call(self._nv.nvmlShutdown)
-
-    def driver_version(self) -> str:
-        return str(self._call(self._nv.nvmlSystemGetDriverVersion))
-
-    def cuda_driver_version(self) -> int:
-        nv = self._nv
-        fn = getattr(nv, "nvmlSystemGetCudaDriverVersion_v2", nv.nvmlSystemGetCudaDriverVersion)
-        return int(self._call(fn))
-
-    def device_count(self) -> int:
-        return int(self._call(self._nv.nvmlDeviceGetCount))
-
-    def _handle(self, index: int) -> Any:
-        if index not in self._handles:
-            self._handles[index] = self._nv.nvmlDeviceGetHandleByIndex(index)
-        return self._handles[index]
-
-    def gpu_field(self, index: int, field: str) -> Any:
-        handle = self._call(self._handle, index)
-        return self._call(_PYNVML_FIELDS[field], self._nv, handle)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _retired_pages(nv: Any, h: Any) -> int:
-    causes = (
-        nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
-        nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
-    )
-    return sum(len(nv.nvmlDeviceGetRetiredPages(h, cause)) for cause in causes)
-
-
-def _temperature(nv: Any, h: Any) -> int:
-    # nvmlDeviceGetTemperature is deprecated ("removed in CUDA 14"); the V form is newer than
-    # some drivers in the field, so fall back to the old call when the symbol is missing.
-    try:
-        return int(nv.nvmlDeviceGetTemperatureV(h, nv.NVML_TEMPERATURE_GPU))
-    except (nv.NVMLError_FunctionNotFound, nv.NVMLError_NotSupported, AttributeError):
-        return int(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))
-
-
-def _clock_events(nv: Any, h: Any) -> int:
-    # The "throttle reasons" call was renamed "clocks event reasons" in driver 535.
-    try:
-        return int(nv.nvmlDeviceGetCurrentClocksEventReasons(h))
-    except (nv.NVMLError_FunctionNotFound, AttributeError):
-        return int(nv.nvmlDeviceGetCurrentClocksThrottleReasons(h))
-
-
-def _pcie_gen_max(nv: Any, h: Any) -> int:
-    # The GPU's own maximum; nvmlDeviceGetMaxPcieLinkGeneration is the system's (slot) maximum.
-    try:
-        return int(nv.nvmlDeviceGetGpuMaxPcieLinkGeneration(h))
-    except (nv.NVMLError_FunctionNotFound, AttributeError):
-        return int(nv.nvmlDeviceGetMaxPcieLinkGeneration(h))
-
-
-def _pci_bus_id(nv: Any, h: Any) -> str:
-    info = nv.nvmlDeviceGetPciInfo_v3(h) if hasattr(nv, "nvmlDeviceGetPciInfo_v3") else None
-    info = info or nv.nvmlDeviceGetPciInfo(h)
-    bus = info.busId
-    return bus.decode() if isinstance(bus, bytes) else str(bus)
-
-
-_PYNVML_FIELDS: Final[dict[str, Callable[[Any, Any], Any]]] = {
-    "name": lambda nv, h: nv.nvmlDeviceGetName(h),
-    "uuid": lambda nv, h: nv.nvmlDeviceGetUUID(h),
-    "pci_bus_id": _pci_bus_id,
-    "compute_capability": lambda nv, h: list(nv.nvmlDeviceGetCudaComputeCapability(h)),
-    "memory_total": lambda nv, h: int(nv.nvmlDeviceGetMemoryInfo(h).total),
-    "mig_mode": lambda nv, h: list(nv.nvmlDeviceGetMigMode(h)),
-    "persistence_mode": lambda nv, h: int(nv.nvmlDeviceGetPersistenceMode(h)),
-    "ecc_mode": lambda nv, h: list(nv.nvmlDeviceGetEccMode(h)),
-    "ecc_uncorrected_volatile": lambda nv, h: int(
-        nv.nvmlDeviceGetTotalEccErrors(h, nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)
-    ),
-    "retired_pages": _retired_pages,
-    "retired_pages_pending": lambda nv, h: int(nv.nvmlDeviceGetRetiredPagesPendingStatus(h)),
-    "remapped_rows": lambda nv, h: list(nv.nvmlDeviceGetRemappedRows(h)),
-    "pcie_gen": lambda nv, h: int(nv.nvmlDeviceGetCurrPcieLinkGeneration(h)),
-    "pcie_gen_max": _pcie_gen_max,
-    "pcie_width": lambda nv, h: int(nv.nvmlDeviceGetCurrPcieLinkWidth(h)),
-    "pcie_width_max": lambda nv, h: int(nv.nvmlDeviceGetMaxPcieLinkWidth(h)),
-    "clock_event_reasons": _clock_events,
-    "temperature": _temperature,
-    "temperature_slowdown": lambda nv, h: int(
-        nv.nvmlDeviceGetTemperatureThreshold(h, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
-    ),
-    "power_usage": lambda nv, h: int(nv.nvmlDeviceGetPowerUsage(h)),
-    "power_limit": lambda nv, h: int(nv.nvmlDeviceGetEnforcedPowerLimit(h)),
-}
-
-
 def load_pynvml() -> NvmlApi:
-    """The default NVML factory used on real machines."""
+    """The real NVML in this process (scripts/record_nvml.py); detection uses ``ask_nvml``."""
     return PynvmlApi()
 
 
-def record_nvml(api: NvmlApi, *, fields: Sequence[str] = GPU_FIELDS) -> dict[str, Any]:
-    """Ask a real NVML everything envkit reads, in RecordedNvml's format (errors recorded too)."""
+def ask_nvml(system: System) -> NvmlReading:
+    """What NVML says on ``system``: its own NVML seam when it has one (a recording), else the
+    real NVML asked by ``nvml_worker.py`` in a child process, within the deadline's share."""
+    if system.nvml is not None:
+        return read_nvml(system.nvml)
+    left = system.remaining()
+    wanted = NVML_TIMEOUT_S if left is None else min(NVML_TIMEOUT_S, left * NVML_SHARE)
+    marker = f"@@envkit-nvml-{secrets.token_hex(8)}@@"
+    # The interpreter envkit runs in has pynvml (nvidia-ml-py is a dependency of envkit).
+    result = system.run_within([sys.executable, str(WORKER), marker], timeout=wanted, env=dict(system.env))
+    parts = result.stdout.split(marker)
+    if len(parts) < 3:
+        return _no_answer(NO_ANSWER if result.timed_out else CRASHED, _how_it_ended(result))
+    try:
+        record = json.loads(parts[1])
+        return read_nvml(lambda: RecordedNvml(record))
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+        return _no_answer("Unknown", f"an answer envkit cannot read: {type(exc).__name__}: {exc}"[:300])
 
-    def ask(fn: Callable[[], Any]) -> Any:
+
+def _no_answer(name: str, how: str) -> NvmlReading:
+    return NvmlReading(error=f"{name}: NVML did not answer ({how})", error_name=name)
+
+
+# The innermost Python frame in faulthandler's dump: '  File "…/pynvml.py", line 3151 in nvmlInit'.
+_FRAME = re.compile(r'^\s*File ".*", line \d+ in (\w+)', re.MULTILINE)
+
+
+def _how_it_ended(result: ProcResult) -> str:
+    """How the child ended without an answer: "killed by SIGSEGV in nvmlInitWithFlags"."""
+    if result.error is not None:
+        return f"the NVML worker could not run: {result.error}"
+    frame = _FRAME.search(result.stderr)
+    where = f" in {frame.group(1)}" if frame else ""
+    if result.timed_out:
+        return f"timed out after {result.duration_s:.1f} s{where}"
+    code = result.returncode
+    if code is not None and code < 0:
         try:
-            return fn()
-        except NvmlError as exc:
-            return {"error": exc.name, "message": exc.message}
-
-    try:
-        api.init()
-    except NvmlError as exc:
-        return {"init_error": exc.name, "message": exc.message}
-    try:
-        count = ask(api.device_count)
-        devices: Any = count
-        if isinstance(count, int):
-            devices = [
-                {f: ask(lambda f=f, i=i: api.gpu_field(i, f)) for f in fields}  # type: ignore[misc]
-                for i in range(count)
-            ]
-        return {
-            "driver_version": ask(api.driver_version),
-            "cuda_driver_version": ask(api.cuda_driver_version),
-            "devices": devices,
-        }
-    finally:
-        ask(api.shutdown)
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}{where}"
+    tail = result.tail(1)
+    return f"the NVML worker exited with {code}" + (f": {tail[:200]}" if tail else "")
