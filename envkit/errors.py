@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Final
 
+from envkit.redact import redact
+
 EXIT_OK: Final = 0
 EXIT_CHECK_FAILED: Final = 1
 EXIT_USAGE: Final = 2
@@ -24,14 +26,27 @@ EXIT_INTERRUPTED: Final = 130
 
 
 class EnvkitError(Exception):
-    """An error with a message for the user: what failed, what was tried, what to do next."""
+    """An error with a message for the user: what failed, what was tried, what to do next.
+
+    The message and the hint are redacted (envkit.redact) when set, so that no exception text,
+    traceback or log carries a credential, whoever builds the text (an installer's argv, its output).
+    """
 
     exit_code: ClassVar[int] = EXIT_INTERNAL
 
     def __init__(self, message: str, *, hint: str = "") -> None:
+        message = redact(message)
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+    @property
+    def hint(self) -> str:
+        return self._hint
+
+    @hint.setter
+    def hint(self, value: str) -> None:
+        self._hint = redact(value)
 
 
 class InputError(EnvkitError):

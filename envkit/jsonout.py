@@ -11,7 +11,10 @@ __all__ = ["dumps", "print_json"]
 
 
 def dumps(data: Any) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False)
+    """``data`` as indented JSON, redacted (envkit.redact): no --json output carries a credential."""
+    from envkit.redact import redact_data
+
+    return json.dumps(redact_data(data), indent=2, ensure_ascii=False)
 
 
 def print_json(data: Any) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit._files import write_atomic
-from envkit.webprobe import redact
+from envkit.redact import redact
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -26,7 +26,8 @@ from envkit._serial import to_jsonable
 from envkit.errors import InputError
 from envkit.knowledge import VARIANT_PATTERN, KnowledgeError, Row, is_variant, read_table, table_rows
 from envkit.mirror_cache import cache_key, default_cache_path, read_cache, write_cache
-from envkit.webprobe import Auth, FetchJob, ProbeResult, redact, run_jobs, split_credentials
+from envkit.redact import redact
+from envkit.webprobe import Auth, FetchJob, ProbeResult, run_jobs, split_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Optional
 
 from envkit import __version__
-from envkit.mirrors import pip_args, redact
+from envkit.mirrors import pip_args
+from envkit.redact import redact
 
 if TYPE_CHECKING:
     from envkit.knowledge import Knowledge

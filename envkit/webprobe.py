@@ -4,7 +4,7 @@ Each page is fetched in a daemon thread with a timeout per request, and the whol
 deadline: a server that accepts a connection and never answers must not hang envkit, nor keep the
 interpreter alive when it exits. pip accepts credentials in index URLs
 (``https://user:token@host/…``); they are sent as HTTP basic auth (never on a redirect) and every URL
-and message this module returns goes through :func:`redact`.
+and message this module returns goes through :func:`envkit.redact.redact`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envkit import __version__
+from envkit.redact import redact
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -37,23 +38,9 @@ __all__ = ["Auth", "FetchJob", "ProbeResult", "fetch", "has_wheel", "redact", "r
 # the cap only bounds a huge or endless body.
 MAX_BODY: Final = 32 * 1024 * 1024
 _CHUNK: Final = 64 * 1024
-# scheme://userinfo@. The match runs greedily to the last "@" before whitespace or a quote. That
-# over-redacts a path holding "@", which beats leaking a token that has an unescaped "/" or "@".
-_USERINFO_RE: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s'\"<>]*@")
 _HREF_RE: Final = re.compile(rb"""href\s*=\s*["']([^"'#?]+)""", re.IGNORECASE)
 
 Auth = tuple[str, str]
-
-
-def redact(text: str) -> str:
-    """Replace the credentials in any URL in ``text`` with ``***``.
-
-    >>> redact("https://user:t0ken@pypi.example.com/simple/torch/ failed")
-    'https://***@pypi.example.com/simple/torch/ failed'
-    >>> redact("https://download.pytorch.org/whl/cu121/")
-    'https://download.pytorch.org/whl/cu121/'
-    """
-    return _USERINFO_RE.sub(r"\1***@", text)
 
 
 def split_credentials(url: str) -> tuple[str, Optional[Auth]]:

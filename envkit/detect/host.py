@@ -11,6 +11,7 @@ import socket
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
 from envkit.facts import HostFacts, NetInterface, SharedLib
+from envkit.redact import is_secret_name, redact
 from envkit.versions import parse_version
 
 if TYPE_CHECKING:
@@ -60,9 +61,6 @@ _ENV_NAMES: Final = frozenset(
     }
 )
 
-# Variables whose values may carry secrets are never recorded (reports travel between machines).
-_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|_KEY$", re.IGNORECASE)
-
 # CUDA user-space libraries that torch wheels bundle through nvidia-* wheels (cuDNN 8's split
 # libraries, e.g. libcudnn_cnn_infer.so.8, count as cuDNN).
 _LIB_RE = re.compile(
@@ -72,11 +70,13 @@ _LIB_RE = re.compile(
 
 
 def relevant_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The variables that steer CUDA, NCCL, torch and the loader; secrets left out."""
+    """The variables that steer CUDA, NCCL, torch and the loader. Reports travel between machines:
+    a variable with a secret-like name is left out, and a value's credentials (a URL's
+    ``user:token@``, ``?token=…``) are redacted (envkit.redact has the rules)."""
     return {
-        k: v
+        k: redact(v)
         for k, v in sorted(env.items())
-        if (k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)) and not _SECRET.search(k)
+        if (k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)) and not is_secret_name(k)
     }
 
 

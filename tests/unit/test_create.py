@@ -3,10 +3,16 @@ and all-or-nothing on failure (real venvs, real pip)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -125,11 +131,14 @@ def test_torch_installs_from_where_the_written_spec_says(tmp_path: Path) -> None
         "https://pypi.tuna.tsinghua.edu.cn/simple",
     )
     assert tuna.spec_files["constraints.txt"].startswith("torch==2.8.0\n")
-    # Credentials reach the installer's argv, never the files or what is shown.
+    # Credentials reach the installer, never the files or what is shown ...
     private = ("https://me:s3cret@wheels.example.org/whl", "pypi=https://u:p@pypi.example.org/simple")
     own = prepare(system, CreateRequest(name="c", flags=CPU_213, backend="venv", mirrors=private))
-    assert own.steps[1].argv[-2:] == ("--index-url", "https://me:s3cret@wheels.example.org/whl/cpu")
-    assert "s3cret" not in own.steps[1].shown()
+    # ... through the installer's environment, not its argv (which `ps` shows everybody).
+    assert "--index-url" not in own.steps[1].argv and "s3cret" not in " ".join(own.steps[1].argv)
+    assert dict(own.steps[1].env) == {"PIP_INDEX_URL": "https://me:s3cret@wheels.example.org/whl/cpu"}
+    assert own.steps[1].shown().startswith("PIP_INDEX_URL=https://***@wheels.example.org/whl/cpu ")
+    assert "s3cret" not in own.steps[1].shown() + repr(own.steps[1])
     assert not any("s3cret" in text for text in own.spec_files.values())
 
 
@@ -262,3 +271,177 @@ def test_cli_dry_run_json(tmp_path: Path) -> None:
     assert data["status"] == "dry-run"
     assert data["prefix"] == str(tmp_path / "demo")
     assert not (tmp_path / "demo").exists()  # a dry run changes nothing
+
+
+# Credentials: in the installer's environment, never on its argv, in a message or in JSON ----------
+
+TOKEN = "tok-9f3a7c"
+
+
+class _Index(ThreadingHTTPServer):
+    """A private index on 127.0.0.1 behind basic auth: it records the Authorization headers."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _IndexHandler)
+        self.authorization: list[Optional[str]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://user:{TOKEN}@127.0.0.1:{self.server_address[1]}/simple"
+
+
+class _IndexHandler(BaseHTTPRequestHandler):
+    server: _Index
+
+    def do_GET(self) -> None:
+        self.server.authorization.append(self.headers.get("Authorization"))
+        wanted = "Basic " + base64.b64encode(f"user:{TOKEN}".encode()).decode()
+        self.send_response(404 if self.headers.get("Authorization") == wanted else 401)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def private_index(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Index]:
+    for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    server = _Index()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+# A stand-in uv: it records its argv and the index variables, asks the index for torch with the
+# credentials of UV_INDEX_URL (as uv would), then fails echoing the URL, as installers do.
+STAND_IN_UV = """\
+import base64, json, os, sys, urllib.error, urllib.parse, urllib.request
+with open(os.environ["RECORD"], "a") as fh:
+    fh.write(json.dumps({"argv": sys.argv, "cmdline": open("/proc/self/cmdline").read(),
+                         "env": {k: v for k, v in os.environ.items() if k.startswith(("UV_", "PIP_"))}}) + "\\n")
+if sys.argv[1] == "venv":
+    os.makedirs(os.path.join(sys.argv[2], "bin"))
+    sys.exit(0)
+url = os.environ.get("UV_INDEX_URL", "")
+parts = urllib.parse.urlsplit(url)
+request = urllib.request.Request(urllib.parse.urlunsplit(parts._replace(netloc=parts.hostname + ":" + str(parts.port))) + "/torch/")
+if parts.username:
+    login = base64.b64encode((parts.username + ":" + parts.password).encode()).decode()
+    request.add_header("Authorization", "Basic " + login)
+try:
+    urllib.request.urlopen(request, timeout=10)
+except urllib.error.HTTPError as exc:
+    print("error: %s/torch/ answered %d: no matching distribution for torch" % (url, exc.code))
+sys.exit(1)
+"""
+
+
+def _envkit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
+# PyPI's torch 2.8.0 is the cu128 build: a PyPI mirror (``…/simple``) serves torch itself.
+PYPI_TORCH_FLAGS = (
+    "--torch",
+    "2.8.0",
+    "--cuda",
+    "12.8",
+    "--driver",
+    "580.65.06",
+    "--gpu",
+    "sm_90",
+    "--python",
+    "3.11",
+    "--platform",
+    "linux-x86_64",
+)
+
+
+def test_mirror_credentials_reach_the_installer_only_through_its_environment(
+    tmp_path: Path, private_index: _Index
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    uv = bin_dir / "uv"
+    uv.write_text(f"#!{sys.executable}\n{STAND_IN_UV}", encoding="utf-8")
+    uv.chmod(0o755)
+    record = tmp_path / "record.jsonl"
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "ENVKIT_ENVS_DIR": str(tmp_path / "envs"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "RECORD": str(record),
+        "NO_PROXY": "127.0.0.1",
+    }
+    args = (
+        "create",
+        "private",
+        "--backend",
+        "uv",
+        "--mirror",
+        private_index.url,
+        "--no-verify",
+        *PYPI_TORCH_FLAGS,
+    )
+
+    dry = _envkit(*args, "--dry-run", "--json", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert TOKEN not in dry.stdout + dry.stderr
+    commands = json.loads(dry.stdout)["commands"]
+    assert commands[1].startswith(
+        f"UV_INDEX_URL=http://***@127.0.0.1:{private_index.server_address[1]}/simple "
+    )
+
+    for extra in ((), ("--json",)):
+        proc = _envkit(*args, *extra, env=env)
+        assert proc.returncode == 1, proc.stderr
+        assert TOKEN not in proc.stdout + proc.stderr
+        assert "answered 404" in proc.stderr  # the installer's own lines, redacted
+        assert f"http://***@127.0.0.1:{private_index.server_address[1]}/simple/torch/" in proc.stderr
+        assert not (tmp_path / "envs" / "private").exists()
+    runs = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines()]
+    installs = [r for r in runs if r["argv"][1:3] == ["pip", "install"]]
+    assert len(installs) == 2
+    for run in installs:
+        # What `ps` shows (the argv, /proc/PID/cmdline) has no credentials; the environment has them.
+        assert TOKEN not in " ".join(run["argv"]) and TOKEN not in run["cmdline"]
+        assert "--index-url" not in run["argv"]
+        assert run["env"]["UV_INDEX_URL"] == private_index.url
+    # The index got them from the installer's environment.
+    assert private_index.authorization == ["Basic " + base64.b64encode(f"user:{TOKEN}".encode()).decode()] * 2
+
+
+@pytest.mark.slow  # a real venv with ensurepip (~6 s), then real pip against the index
+def test_real_pip_takes_the_credentials_from_pip_index_url(tmp_path: Path, private_index: _Index) -> None:
+    env = {
+        **os.environ,
+        "ENVKIT_ENVS_DIR": str(tmp_path / "envs"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "NO_PROXY": "127.0.0.1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    proc = _envkit(
+        "create",
+        "private",
+        "--backend",
+        "venv",
+        "--mirror",
+        private_index.url,
+        "--no-verify",
+        *PYPI_TORCH_FLAGS,
+        env=env,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert TOKEN not in proc.stdout + proc.stderr
+    assert "install torch 2.8.0+cu128 failed" in proc.stderr
+    # pip sent the credentials of PIP_INDEX_URL (they were nowhere else).
+    basic = "Basic " + base64.b64encode(f"user:{TOKEN}".encode()).decode()
+    assert basic in private_index.authorization

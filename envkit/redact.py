@@ -1,0 +1,91 @@
+"""The one redaction: what envkit shows, logs or writes never carries a secret.
+
+Every message, exception text, crash log and JSON output goes through :func:`redact` (and
+:func:`redact_data` for JSON), and the environment variables recorded in Facts are filtered by
+:func:`is_secret_name`. The rules, documented in the README ("Secrets"):
+
+- a URL's userinfo: ``https://user:token@host/`` -> ``https://***@host/`` (pip and uv accept
+  credentials in index URLs);
+- the value of a ``NAME=value`` pair (an environment assignment, a URL query parameter) whose NAME
+  is secret-like: ``?token=abc`` -> ``?token=***``, ``HF_TOKEN=abc`` -> ``HF_TOKEN=***``;
+- an HTTP credential written out: ``Bearer abc`` and ``Authorization: Basic abc`` -> ``Bearer ***``
+  and ``Authorization: Basic ***``.
+
+A name is secret-like when it contains TOKEN, SECRET, PASS (PASSWORD, PASSWD, PASSPHRASE), CRED,
+AUTH, APIKEY / API_KEY, PRIVATE, SESSION, BEARER, COOKIE or SIGNATURE, or ends in ``_KEY``,
+``_KEY_ID``, ``_PW`` or ``_SIG`` (or is KEY, PW or SIG), in any case, ``-`` read as ``_``.
+
+This module is stdlib-only and imports nothing from envkit, so that every other module (the error
+classes included) may use it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+__all__ = ["MASK", "is_secret_name", "redact", "redact_data"]
+
+MASK: Final = "***"
+
+_SECRET_NAME_RE: Final = re.compile(
+    r"TOKEN|SECRET|PASS|CRED|AUTH|API_?KEY|PRIVATE|SESSION|BEARER|COOKIE|SIGNATURE"
+    r"|(?:^|_)(?:KEY|KEY_ID|PW|SIG)$"
+)
+# scheme://userinfo@. The match runs greedily to the last "@" before whitespace or a quote. That
+# over-redacts a path holding "@", which beats leaking a token that has an unescaped "/" or "@".
+_USERINFO_RE: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s'\"<>]*@")
+# NAME=value: an environment assignment (``HF_TOKEN=…``) or a query parameter (``?sig=…&``).
+# A name may follow "-" (``--password=…``); it may not start inside another name.
+_PAIR_RE: Final = re.compile(r"(?<![A-Za-z0-9_.])([A-Za-z_][A-Za-z0-9_.-]*)=([^\s&#;'\"<>]+)")
+# RFC 6750 (Bearer) and RFC 7617 (Basic) credentials as an Authorization header spells them.
+_BEARER_RE: Final = re.compile(r"\b(Bearer)\s+[A-Za-z0-9._~+/=-]+")
+_AUTH_HEADER_RE: Final = re.compile(r"\b(Authorization:\s*[A-Za-z]+)\s+[^\s'\"<>]+", re.IGNORECASE)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a variable, parameter or field called ``name`` may hold a secret.
+
+    >>> [is_secret_name(n) for n in ("HF_TOKEN", "db-password", "AWS_ACCESS_KEY_ID", "NCCL_DEBUG")]
+    [True, True, True, False]
+    """
+    return _SECRET_NAME_RE.search(name.upper().replace("-", "_")) is not None
+
+
+def _pair(match: re.Match[str]) -> str:
+    name = match.group(1)
+    return f"{name}={MASK}" if is_secret_name(name) and match.group(2) != MASK else match.group(0)
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential it holds replaced by ``***``.
+
+    >>> redact("https://user:t0ken@pypi.example.com/simple/torch/ failed")
+    'https://***@pypi.example.com/simple/torch/ failed'
+    >>> redact("https://download.pytorch.org/whl/cu121/")
+    'https://download.pytorch.org/whl/cu121/'
+    >>> redact("https://h.example/s?sig=abc&page=2 HF_TOKEN=hf_x")
+    'https://h.example/s?sig=***&page=2 HF_TOKEN=***'
+    """
+    text = _USERINFO_RE.sub(rf"\1{MASK}@", text)
+    if "=" in text:
+        text = _PAIR_RE.sub(_pair, text)
+    text = _BEARER_RE.sub(rf"\1 {MASK}", text)
+    return _AUTH_HEADER_RE.sub(rf"\1 {MASK}", text)
+
+
+def redact_data(data: Any) -> Any:
+    """A JSON-like value with :func:`redact` applied to every string, and the string value of every
+    secret-like key (``"password": "…"``) replaced by ``***``; other values are kept as they are."""
+    if isinstance(data, str):
+        return redact(data)
+    if isinstance(data, dict):
+        return {
+            key: MASK
+            if isinstance(key, str) and isinstance(value, str) and value and is_secret_name(key)
+            else redact_data(value)
+            for key, value in data.items()
+        }
+    if isinstance(data, (list, tuple)):
+        return [redact_data(v) for v in data]
+    return data
