@@ -402,7 +402,9 @@ def execute(
     """
     prefix = install.prefix
     with locked(prefix):
-        for trash in leftovers(prefix, "trash"):  # a run killed while deleting what it replaced
+        # What a killed run left that is envkit's own by its name: the staging folder, and the
+        # replaced environment it was deleting when it died.
+        for trash in (*leftovers(prefix, "trash"), install.staging):
             shutil.rmtree(trash, ignore_errors=True)
         restore = leftover_backup(prefix)  # a run killed outright (SIGKILL) while it had moved it aside
         if restore is not None:
@@ -425,7 +427,6 @@ def _build(
     prefix = install.prefix
     undo = _Undo(prefix, install.staging)
     try:
-        shutil.rmtree(install.staging, ignore_errors=True)  # ours (by its name), from a killed run
         if target.replace:  # --force: move it aside, put it back if anything fails
             with deferred_signals():
                 undo.backup = side_path(prefix, f"old-{int(time.time())}")
