@@ -232,7 +232,8 @@ def main(argv: Sequence[str]) -> int:
     # Python frame it was in, so the parent can say which NVML call it was. faulthandler writes from
     # its C signal handler, without the GIL, then lets the signal kill the process as before.
     faulthandler.enable()
-    faulthandler.register(signal.SIGTERM, chain=True)
+    if hasattr(faulthandler, "register"):  # not on Windows
+        faulthandler.register(signal.SIGTERM, chain=True)
     try:
         record = record_nvml(PynvmlApi())
     except NvmlError as exc:  # pynvml cannot be imported
