@@ -36,6 +36,7 @@ _SECRET_NAME_RE: Final = re.compile(
 # over-redacts a path holding "@", which beats leaking a token that has an unescaped "/" or "@".
 _USERINFO_RE: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s'\"<>]*@")
 # NAME=value: an environment assignment (``HF_TOKEN=…``) or a query parameter (``?sig=…&``).
+_VARIABLE_RE: Final = re.compile(r"[A-Z][A-Z0-9_]*$")
 # A name may follow "-" (``--password=…``); it may not start inside another name.
 _PAIR_RE: Final = re.compile(r"(?<![A-Za-z0-9_.])([A-Za-z_][A-Za-z0-9_.-]*)=([^\s&#;'\"<>]+)")
 # RFC 6750 (Bearer) and RFC 7617 (Basic) credentials as an Authorization header spells them.
@@ -50,6 +51,10 @@ def is_secret_name(name: str) -> bool:
     [True, True, True, False]
     """
     return _SECRET_NAME_RE.search(name.upper().replace("-", "_")) is not None
+
+
+def _secret_variable(key: object) -> bool:
+    return isinstance(key, str) and _VARIABLE_RE.match(key) is not None and is_secret_name(key)
 
 
 def _pair(match: re.Match[str]) -> str:
@@ -76,14 +81,14 @@ def redact(text: str) -> str:
 
 def redact_data(data: Any) -> Any:
     """A JSON-like value with :func:`redact` applied to every string, and the string value of every
-    secret-like key (``"password": "…"``) replaced by ``***``; other values are kept as they are."""
+    key that is a secret-like environment variable (``"HF_TOKEN": "…"``, as a report's ``env`` from
+    an older envkit may hold) replaced by ``***``. envkit's own fields are lower-case and kept as
+    they are (``"key": "driver.version"`` is no secret)."""
     if isinstance(data, str):
         return redact(data)
     if isinstance(data, dict):
         return {
-            key: MASK
-            if isinstance(key, str) and isinstance(value, str) and value and is_secret_name(key)
-            else redact_data(value)
+            key: MASK if isinstance(value, str) and value and _secret_variable(key) else redact_data(value)
             for key, value in data.items()
         }
     if isinstance(data, (list, tuple)):

@@ -84,9 +84,21 @@ def test_ordinary_names(name: str) -> None:
 
 
 def test_json_values_and_secret_keys() -> None:
-    data = {"url": f"https://u:{SECRET}@h/x", "password": SECRET, "n": 3, "items": [f"TOKEN={SECRET}", None]}
+    data = {
+        "url": f"https://u:{SECRET}@h/x",
+        "env": {"HF_TOKEN": SECRET, "NCCL_DEBUG": "INFO"},  # a report's variables, from an older envkit
+        "n": 3,
+        "items": [f"TOKEN={SECRET}", None],
+        "key": "driver.version",  # envkit's own fields are no secrets
+    }
     out = redact_data(data)
-    assert out == {"url": "https://***@h/x", "password": MASK, "n": 3, "items": ["TOKEN=***", None]}
+    assert out == {
+        "url": "https://***@h/x",
+        "env": {"HF_TOKEN": MASK, "NCCL_DEBUG": "INFO"},
+        "n": 3,
+        "items": ["TOKEN=***", None],
+        "key": "driver.version",
+    }
     assert SECRET not in dumps(data)  # what every --json prints
 
 
@@ -231,7 +243,7 @@ def _renderings(secret: str, where: str, host: str, around: str) -> list[str]:
         redact(message),
         str(InputError(message, hint=message)),
         InputError("x", hint=message).hint,
-        dumps({"message": message, "list": [message], "token": secret}),
+        dumps({"message": message, "list": [message], "API_TOKEN": secret}),
         Step("install", ("pip", "install", "--index-url", placed), 1.0).shown(),
     ]
     if "://" in placed:
