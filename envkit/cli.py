@@ -623,4 +623,9 @@ def main() -> None:
     from envkit._signals import sigterm_interrupts
 
     sigterm_interrupts()  # SIGTERM (Slurm, systemd, timeout) ends envkit as Ctrl-C does: exit 130
-    app(prog_name="envkit")
+    try:
+        app(prog_name="envkit")
+    finally:
+        from envkit._proc import terminate_all
+
+        terminate_all()  # no child outlives envkit: detectors run in daemon threads

@@ -187,7 +187,7 @@ def parse_nvidia_smi_csv(text: str) -> tuple[list[GpuFacts], Optional[NvVersion]
 def _smi_number(cell: Optional[str]) -> Optional[int]:
     """81559 from "81559" or "81559 MiB"; None for garbage, or for thousands of digits (int() of
     those is slow, and no GPU has that much of anything: plausible_gpu checks the range)."""
-    match = re.match(r"(\d{1,15})(?:\.\d*)?(?:\s*MiB)?$", cell or "")
+    match = re.match(r"(\d{1,30})(?:\.\d*)?(?:\s*MiB)?$", cell or "")
     return int(match.group(1)) if match else None
 
 
