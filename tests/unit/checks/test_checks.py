@@ -523,3 +523,28 @@ def test_a_crashing_check_does_not_hide_the_others(monkeypatch: pytest.MonkeyPat
     assert results["python.shm"].status is Status.WARN
     assert "ZeroDivisionError: bug" in results["python.shm"].summary
     assert results["nccl.env"].status is Status.PASS
+
+
+def test_shm_not_measured_in_time_is_a_skip_not_a_warning() -> None:
+    result = check_shm(
+        with_host(shm_bytes=None, unanswered=("shm_bytes",), notes=("shm_bytes: not gathered",))
+    )
+    assert result.status is Status.SKIP
+    assert "missing" not in result.summary
+    assert check_shm(with_host(shm_bytes=None)).status is Status.WARN  # measured and absent: warn
+
+
+def test_driver_known_but_nvml_hung_is_not_install_the_driver() -> None:
+    facts = dataclasses.replace(
+        HEALTHY,
+        gpus=(),
+        driver=DriverFacts(
+            version=NvVersion("550.54.15"),
+            source="/proc/driver/nvidia/version",
+            nvml_error="NoAnswer: NVML and nvidia-smi did not answer before the time limit",
+        ),
+    )
+    result = check_driver_loaded(facts)
+    assert result.status is Status.FAIL
+    assert "550.54.15" in result.summary and "NoAnswer" in result.summary
+    assert "install" not in (result.fix or "") and "xid" in (result.fix or "").lower()

@@ -172,3 +172,73 @@ def test_smi_gpus_from_csv(machine) -> None:  # type: ignore[no-untyped-def]
     assert gpus[0].name == "NVIDIA GeForce RTX 4090"
     assert gpus[0].compute_capability == ComputeCapability(8, 9)
     assert str(driver) == "550.120"
+
+
+# ---- garbage from nvidia-smi is not a fact ------------------------------------------------------
+
+# Recorded-style --query-gpu rows (the H100 row of the docstring) with garbage where values go.
+GARBAGE_ROWS = (
+    "0, NVIDIA H100 80GB HBM3, GPU-5b9a, 00000000:18:00.0, 550.54.15, 100000000000000000000000000, 99.99\n"
+    "1, NVIDIA H100 80GB HBM3, GPU-5b9b, 00000000:2A:00.0, 550.54.15, 1e+26, 9.0\n"
+    "2, NVIDIA H100 80GB HBM3, GPU-5b9c, 00000000:3A:00.0, 550.54.15, 81559, 9.0\n"
+    "2, NVIDIA H100 80GB HBM3, GPU-5b9c, 00000000:3A:00.0, 550.54.15, 81559, 9.0\n"
+    "99999999, x, y, z, 550.54.15, 1, 1.0\n"
+)
+
+
+def test_implausible_smi_values_become_none_with_a_note() -> None:
+    gpus, driver, notes = parse_nvidia_smi_csv(GARBAGE_ROWS)
+    assert [g.index for g in gpus] == [0, 1, 2]  # the repeat and the absurd index are dropped
+    assert gpus[0].memory_total_mib is None and gpus[0].compute_capability is None
+    assert gpus[1].memory_total_mib is None and gpus[1].compute_capability == ComputeCapability(9, 0)
+    assert gpus[2].memory_total_mib == 81559  # a real value stays
+    assert str(driver) == "550.54.15"
+    text = "\n".join(notes)
+    assert "GPU 0: memory_total_mib 100000000000000000000000000 is implausible" in text
+    assert "GPU 0: compute capability 99.99 is implausible" in text
+    assert "GPU 1: memory '1e+26' is not a number" in text
+    assert "GPU index 2 is a repeat" in text
+    assert "unreadable line '99999999" in text
+
+
+def test_notes_and_names_are_capped() -> None:
+    from envkit.detect.plausible import MAX_NOTE_CHARS, MAX_NOTES, MAX_TEXT_CHARS
+
+    rows = "".join(
+        f"{i}, {'N' * 5000}\x1b[2J, GPU-{i}, 0:{i}, 550.54.15, 99999999999, 42.42\n" for i in range(40)
+    )
+    rows += "garbage " * 10000 + "\n"
+    gpus, _driver, notes = parse_nvidia_smi_csv(rows)
+    assert len(gpus) == 40
+    assert all(g.name is not None and len(g.name) <= MAX_TEXT_CHARS and "\x1b" not in g.name for g in gpus)
+    assert len(notes) == MAX_NOTES + 1 and notes[-1].endswith("more notes left out")
+    assert all(len(n) <= MAX_NOTE_CHARS for n in notes)
+
+
+def test_header_with_a_thousand_digit_cuda_is_no_cuda() -> None:
+    header = parse_nvidia_smi_header("Driver Version : 550.54.15\nCUDA Version : " + "9" * 1000 + "\n")
+    assert header.driver == NvVersion("550.54.15")
+    assert header.cuda is None
+
+
+def test_plausible_gpu_checks_temperatures_power_and_counts() -> None:
+    from envkit.detect.plausible import plausible_gpu
+    from envkit.facts import GpuFacts
+
+    gpu, notes = plausible_gpu(
+        GpuFacts(
+            0,
+            temperature_c=9999,
+            temperature_slowdown_c=87,
+            power_w=float("nan"),
+            power_limit_w=400.0,
+            pcie_width=999,
+            ecc_uncorrected_volatile=-1,
+            retired_pages=3,
+        ),
+        "nvml",
+    )
+    assert gpu.temperature_c is None and gpu.power_w is None and gpu.pcie_width is None
+    assert gpu.ecc_uncorrected_volatile is None
+    assert (gpu.temperature_slowdown_c, gpu.power_limit_w, gpu.retired_pages) == (87, 400.0, 3)
+    assert len(notes) == 4 and all(n.startswith("nvml: GPU 0: ") for n in notes)
