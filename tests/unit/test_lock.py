@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit.lock import LockFailed, lock, prepare_lock
+from envkit.lock import LockFailed, LockJob, lock, prepare_lock
 from envkit.planning import PlanFlags
 from envkit.system import System
 from tests.conftest import write_program
@@ -94,3 +94,17 @@ def test_cli_exit_code_and_one_clear_message(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr.startswith("envkit: cannot lock: the conda channels do not answer")
     assert "Traceback" not in proc.stderr
+
+
+def test_a_failure_message_carries_no_credentials(tmp_path: Path) -> None:
+    """conda-lock echoes a private pip repository's URL, token and all: LockFailed does not."""
+    token = "s3cret-t0ken"
+    said = f"ERROR: https://alice:{token}@pkgs.corp/simple/torch/ answered 401\nPIP_INDEX_URL=https://alice:{token}@pkgs.corp"
+    exe = write_program(tmp_path / "bin", "conda-lock", said, rc=1)
+    job = LockJob((str(exe), "lock", "--file", "environment.yml"), tmp_path / "conda-lock.yml", (), {})
+    with pytest.raises(LockFailed) as info:
+        lock(system_with(tmp_path), job)
+    text = info.value.message + info.value.hint + str(info.value)
+    assert "conda-lock failed" in text and "exited with 1" in text
+    assert token not in text
+    assert "https://***@pkgs.corp/simple/torch/ answered 401" in text  # the line is kept, redacted

@@ -509,3 +509,20 @@ def test_resolve_auto_probes_the_candidates(serve: Callable[..., Server], tmp_pa
     ]
     choice = resolve_mirror("auto", "cu121", mirrors=mirrors, timeout=1.0, cache_path=tmp_path / "m.json")
     assert choice.how == "probed" and choice.mirror.name == "fast" and len(choice.results) == 1
+
+
+def test_a_query_token_is_kept_for_the_installer_and_hidden_everywhere_else(
+    serve: Callable[..., Server],
+) -> None:
+    """Some private indexes take a token in the query (``?token=…``): the installer gets it, the
+    fields, the probe results and every --json output show ``token=***``."""
+    from envkit.jsonout import dumps
+
+    srv = serve()
+    mirror = local("corp", f"{srv.base}/whl?token={SECRET}", prefix="")
+    assert mirror.url == f"{srv.base}/whl?token=***"
+    assert mirror.url_with_credentials() == f"{srv.base}/whl?token={SECRET}"
+    (result,) = probe([f"{srv.base}/whl/cu121/torch/?token={SECRET}"], timeout=1.0)
+    shown = repr(mirror) + repr(result) + dumps(to_jsonable(mirror)) + dumps(to_jsonable(result))
+    assert SECRET not in shown and "token=***" in shown
+    assert srv.hits == [f"/whl/cu121/torch/?token={SECRET}"]  # the server did get it
