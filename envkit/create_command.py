@@ -58,6 +58,7 @@ def run(
 ) -> int:
     from envkit.create import CONDA_FAMILY, check_place, execute
     from envkit.create_prepare import CreateRequest, prepare
+    from envkit.redact import redact
     from envkit.system import System
 
     system = System()
@@ -75,6 +76,8 @@ def run(
         return EXIT_OK
     _show(install, errors)
     verifier = _verifier(system) if verify else None
+    from rich.markup import escape
+
     with errors.status("starting…") as status:
 
         def on_step(step: Step) -> None:
@@ -82,8 +85,10 @@ def run(
             status.update(step.title)
 
         def on_line(line: str) -> None:
+            # The installer's own line, shown live: redacted (pip and uv may echo an index URL) and
+            # escaped (rich reads a status as markup).
             if line.strip():
-                status.update(line.strip()[:120])
+                status.update(escape(redact(line.strip())[:120]))  # redact, then cut: a cut URL hides less
 
         def on_note(note: str) -> None:
             errors.print(f"envkit: {note}", markup=False)
