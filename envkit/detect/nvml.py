@@ -12,6 +12,7 @@ gpustat's ``safenvml`` rule: a field the GPU or driver does not support is ``Non
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import secrets
@@ -62,8 +63,9 @@ CRASHED: Final = "Crashed"
 UNSUPPORTED_ERRORS: Final = frozenset(
     {"NotSupported", "FunctionNotFound", "NotFound", "InvalidArgument", "NoData", "Deprecated"}
 )
-# NVML errors that mean the GPU itself is unusable until reset (DCGM level 1 treats them as fatal).
-FATAL_GPU_ERRORS: Final = frozenset({"GpuIsLost", "ResetRequired", "CorruptedInforom"})
+# NVML errors that mean the GPU itself is unusable until reset (DCGM level 1 treats them as fatal),
+# and a GPU that NVML hung or crashed on (ask_nvml).
+FATAL_GPU_ERRORS: Final = frozenset({"GpuIsLost", "ResetRequired", "CorruptedInforom", NO_ANSWER, CRASHED})
 
 # nvmlClocksEventReason* bits (nvml.h; pynvml constants of the same names).
 CLOCK_EVENT_BITS: Final = {
@@ -271,14 +273,31 @@ def ask_nvml(system: System) -> NvmlReading:
     marker = f"@@envkit-nvml-{secrets.token_hex(8)}@@"
     # The interpreter envkit runs in has pynvml (nvidia-ml-py is a dependency of envkit).
     result = system.run_within([sys.executable, str(WORKER), marker], timeout=wanted, env=dict(system.env))
-    parts = result.stdout.split(marker)
-    if len(parts) < 3:
+    blocks = result.stdout.split(marker)[1:-1:2]  # every record printed whole between two markers
+    if not blocks:
         return _no_answer(NO_ANSWER if result.timed_out else CRASHED, _how_it_ended(result))
+    name = None if result.ok else NO_ANSWER if result.timed_out else CRASHED
+    how = _how_it_ended(result)
     try:
-        record = json.loads(parts[1])
-        return read_nvml(lambda: RecordedNvml(record))
+        record = _unanswered_gpus(json.loads(blocks[-1]), name or CRASHED, how)
+        reading = read_nvml(lambda: RecordedNvml(record))
     except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
         return _no_answer("Unknown", f"an answer envkit cannot read: {type(exc).__name__}: {exc}"[:300])
+    if name is None:
+        return reading
+    # What NVML said before it hung or crashed is kept; the error says how it ended.
+    return dataclasses.replace(reading, error=f"{name}: NVML did not answer ({how})", error_name=name)
+
+
+def _unanswered_gpus(record: dict[str, Any], name: str, how: str) -> dict[str, Any]:
+    """A record the child printed as it went: the GPUs it had not finished are NVML errors."""
+    pending = int(record.pop("devices_pending", 0))
+    if pending <= 0:
+        return record
+    stuck = len(record["devices"])
+    missing = [{"error": name, "message": f"NVML did not answer for this GPU ({how})"}]
+    missing += [{"error": name, "message": f"not asked: NVML stopped at GPU {stuck}"}] * (pending - 1)
+    return {**record, "devices": [*record["devices"], *missing]}
 
 
 def _no_answer(name: str, how: str) -> NvmlReading:

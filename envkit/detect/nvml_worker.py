@@ -3,7 +3,8 @@
 NVML is a C library loaded into whoever calls it. A ``libnvidia-ml.so.1`` that segfaults or
 aborts kills its caller, and one that spins in C holds the GIL so no Python timer can fire. So
 envkit never loads it into its own process: this script does, prints what NVML said in the format
-``RecordedNvml`` replays (``record_nvml``), between MARKER twice, and exits. The parent
+``RecordedNvml`` replays (``record_nvml``) between MARKER twice, and exits; as it goes, it prints
+the record so far the same way, so what NVML said before a hang or a crash is not lost. The parent
 (``envkit.detect.nvml.ask_nvml``) runs it through ``envkit._proc.run`` with the detection deadline
 as its timeout, so a crash or a hang is a fact with a note, and one decoder serves both the child's
 answer and the recordings under ``tests/data/nvml/``.
@@ -21,7 +22,7 @@ import json
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Final
+from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -187,8 +188,18 @@ _PYNVML_FIELDS: Final[dict[str, Callable[[Any, Any], Any]]] = {
 }
 
 
-def record_nvml(api: NvmlApi, *, fields: Sequence[str] = GPU_FIELDS) -> dict[str, Any]:
-    """Ask a real NVML everything envkit reads, in RecordedNvml's format (errors recorded too)."""
+def record_nvml(
+    api: NvmlApi,
+    *,
+    fields: Sequence[str] = GPU_FIELDS,
+    progress: Optional[Callable[[dict[str, Any]], None]] = None,
+) -> dict[str, Any]:
+    """Ask a real NVML everything envkit reads, in RecordedNvml's format (errors recorded too).
+
+    ``progress`` gets the record so far after the driver and after each GPU, with
+    ``devices_pending``: how many GPUs are still to be asked. A GPU that hangs NVML then costs
+    only itself and the GPUs after it, not what NVML already said.
+    """
 
     def ask(fn: Callable[[], Any]) -> Any:
         try:
@@ -201,18 +212,21 @@ def record_nvml(api: NvmlApi, *, fields: Sequence[str] = GPU_FIELDS) -> dict[str
     except NvmlError as exc:
         return {"init_error": exc.name, "message": exc.message}
     try:
-        count = ask(api.device_count)
-        devices: Any = count
-        if isinstance(count, int):
-            devices = [
-                {f: ask(lambda f=f, i=i: api.gpu_field(i, f)) for f in fields}  # type: ignore[misc]
-                for i in range(count)
-            ]
-        return {
+        record: dict[str, Any] = {
             "driver_version": ask(api.driver_version),
             "cuda_driver_version": ask(api.cuda_driver_version),
-            "devices": devices,
         }
+        count = ask(api.device_count)
+        if not isinstance(count, int):
+            record["devices"] = count
+            return record
+        devices: list[dict[str, Any]] = []
+        record["devices"] = devices
+        for i in range(count):
+            if progress is not None:
+                progress({**record, "devices_pending": count - i})
+            devices.append({f: ask(lambda f=f, i=i: api.gpu_field(i, f)) for f in fields})  # type: ignore[misc]
+        return record
     finally:
         ask(api.shutdown)
 
@@ -234,12 +248,16 @@ def main(argv: Sequence[str]) -> int:
     faulthandler.enable()
     if hasattr(faulthandler, "register"):  # not on Windows
         faulthandler.register(signal.SIGTERM, chain=True)
+
+    def emit(record: dict[str, Any]) -> None:
+        sys.stdout.write(marker + json.dumps(record) + marker + "\n")
+        sys.stdout.flush()
+
     try:
-        record = record_nvml(PynvmlApi())
+        record = record_nvml(PynvmlApi(), progress=emit)
     except NvmlError as exc:  # pynvml cannot be imported
         record = {"init_error": exc.name, "message": exc.message}
-    sys.stdout.write(marker + json.dumps(record) + marker + "\n")
-    sys.stdout.flush()
+    emit(record)  # the whole record: the last between markers
     return 0
 
 
