@@ -36,7 +36,7 @@ from envkit.create_target import (
 )
 from envkit.detect.pyenv import conda_env_dirs, envkit_envs_dir
 from envkit.errors import EnvkitError, InputError
-from envkit.redact import redact
+from envkit.redact import MASK, redact
 from envkit.resolve import Plan
 
 if TYPE_CHECKING:
@@ -85,8 +85,9 @@ class Step:
     env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # repr: it holds secrets
 
     def shown(self) -> str:
-        """The command as a shell would run it, ``NAME=value`` first, redacted."""
-        assigned = [f"{name}={_quote(value)}" for name, value in self.env]
+        """The command as a shell would run it, ``NAME=value`` first, redacted: ``env`` holds only
+        credentials, so a value redact() leaves alone (a user name) is ``***`` too."""
+        assigned = [f"{name}={_quote(v) if redact(v) != v else MASK}" for name, v in self.env]
         return redact(" ".join([*assigned, *(_quote(a) for a in self.argv)]))
 
     def child_env(self, base: Mapping[str, str]) -> Optional[dict[str, str]]:
@@ -284,8 +285,11 @@ def build_steps(
     extra_index: Sequence[str] = (),
     wheelhouse: Optional[str] = None,
     offline: bool = False,
+    placeholders: Sequence[tuple[str, str]] = (),
 ) -> tuple[Path, tuple[Step, ...]]:
-    """The exact command lines of one backend: (the new interpreter, the steps)."""
+    """The exact command lines of one backend: (the new interpreter, the steps). ``placeholders``:
+    the values of the spec files' ``${ENVKIT_*}`` credentials (spec_pip.placeholder_values), for
+    the conda family, whose pip reads them from environment.yml's ``pip:`` section."""
     python = prefix / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     version = str(plan.python) if plan.python else None
     if backend in CONDA_FAMILY:
@@ -296,7 +300,9 @@ def build_steps(
         argv = [exe, *verb, "--prefix", str(prefix), "--file", spec]
         if offline:
             argv.append("--offline")
-        return python, (Step(f"{backend}: create the environment", tuple(argv), INSTALL_TIMEOUT_S),)
+        env = tuple((n, v) for n, v in placeholders if f"${{{n}}}" in spec_files["environment.yml"])
+        step = Step(f"{backend}: create the environment", tuple(argv), INSTALL_TIMEOUT_S, env)
+        return python, (step,)
     index = _index_args(torch_index, wheelhouse=wheelhouse, offline=offline)
     constraints = str(staging / "constraints.txt")
     if backend == "uv":

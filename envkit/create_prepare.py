@@ -22,7 +22,7 @@ from envkit.errors import InputError
 from envkit.knowledge import load_knowledge
 from envkit.mirrors import pip_args
 from envkit.planning import PlanFlags, make_plan
-from envkit.spec_pip import pip_source
+from envkit.spec_pip import pip_source, placeholder_values
 from envkit.specs import render_specs, spec_flags, spec_mirrors
 from envkit.templates import Template, builtin_dir, load_template
 
@@ -120,6 +120,7 @@ def prepare(system: System, request: CreateRequest) -> Installation:
         extra_index=extra_index,
         wheelhouse=str(Path(request.wheelhouse).absolute()) if request.wheelhouse else None,
         offline=request.offline,
+        placeholders=placeholder_values(by_kind.get("torch-wheels"), pypi_mirror),
     )
     notes = [f"template {template.name} ({template.source})"]
     return Installation(

@@ -36,6 +36,7 @@ __all__ = [
     "file_url",
     "header",
     "pip_source",
+    "placeholder_values",
     "pypi_source",
     "regen_command",
     "render_requirements",
@@ -110,6 +111,20 @@ def file_url(url: str, role: str, secrets: list[str]) -> str:
 
 def _placeholders(role: str) -> str:
     return f"${{ENVKIT_{role}_USERNAME}}:${{ENVKIT_{role}_PASSWORD}}@"
+
+
+def placeholder_values(
+    torch_mirror: Optional[Mirror], pypi_mirror: Optional[Mirror]
+) -> tuple[tuple[str, str], ...]:
+    """The values of the ``${ENVKIT_<ROLE>_USERNAME}`` / ``_PASSWORD`` placeholders file_url writes,
+    for an installer that reads a spec file itself (conda's ``pip:`` section goes to pip as a
+    requirements file): they go into that child's environment, never a file or an argv."""
+    out: list[tuple[str, str]] = []
+    for role, mirror in (("TORCH_INDEX", torch_mirror), ("PYPI_INDEX", pypi_mirror)):
+        auth = getattr(mirror, "_auth", None) if mirror is not None else None
+        if auth is not None:
+            out += [(f"ENVKIT_{role}_USERNAME", auth[0]), (f"ENVKIT_{role}_PASSWORD", auth[1])]
+    return tuple(out)
 
 
 def _pypi_serves(plan: Plan, k: Knowledge) -> bool:

@@ -445,3 +445,45 @@ def test_real_pip_takes_the_credentials_from_pip_index_url(tmp_path: Path, priva
     # pip sent the credentials of PIP_INDEX_URL (they were nowhere else).
     basic = "Basic " + base64.b64encode(f"user:{TOKEN}".encode()).decode()
     assert basic in private_index.authorization
+
+
+def test_conda_gets_the_spec_files_placeholders_in_its_environment(tmp_path: Path) -> None:
+    """environment.yml's pip: section holds ${ENVKIT_PYPI_INDEX_*} (no credentials in files); the
+    conda-family installer, whose pip expands them, gets their values in its environment only."""
+    template = tmp_path / "mine.toml"
+    template.write_text(
+        'name = "mine"\ndescription = "mine"\npython = "3.11"\ntorch = ">=2.0"\ncompanions = []\npip_packages = ["einops"]\n',
+        encoding="utf-8",
+    )
+    system = fake_tools(tmp_path, "micromamba")
+    mirror = f"pypi=https://alice:{TOKEN}@pypi.corp.example/simple"
+    install = prepare(
+        system,
+        CreateRequest(
+            prefix=str(tmp_path / "e"),
+            template=str(template),
+            flags=GPU_550,
+            backend="micromamba",
+            mirrors=(mirror,),
+        ),
+    )
+    env_yml = install.spec_files["environment.yml"]
+    assert "${ENVKIT_PYPI_INDEX_USERNAME}:${ENVKIT_PYPI_INDEX_PASSWORD}@pypi.corp.example" in env_yml
+    (step,) = install.steps
+    assert dict(step.env) == {"ENVKIT_PYPI_INDEX_USERNAME": "alice", "ENVKIT_PYPI_INDEX_PASSWORD": TOKEN}
+    assert TOKEN not in " ".join(step.argv) + step.shown() + json.dumps(install.to_json())
+    assert "alice" not in step.shown()  # a user name is shown as *** too
+    # The real installer run: a stand-in micromamba that records what it got.
+    record = tmp_path / "got.json"
+    (tmp_path / "bin" / "micromamba").write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        f"json.dump({{'argv': sys.argv, 'env': dict(os.environ)}}, open({str(record)!r}, 'w'))\n"
+        "sys.exit(1)\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(CreateFailed) as info:
+        execute(system, install)
+    got = json.loads(record.read_text(encoding="utf-8"))
+    assert got["env"]["ENVKIT_PYPI_INDEX_PASSWORD"] == TOKEN and TOKEN not in " ".join(got["argv"])
+    assert got["env"]["PATH"] == system.env["PATH"]  # on top of the System's environment
+    assert TOKEN not in info.value.message + info.value.hint
