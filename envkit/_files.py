@@ -44,9 +44,14 @@ MAX_NESTING: Final = 64
 
 
 def _too_big(label: str, size: int, hint: str) -> InputError:
+    # size is the file's own (fstat) when it is past the cap, else what was read: "more than".
+    what = (
+        f"{size / 2**20:.0f} MiB"
+        if size > MAX_INPUT_BYTES + 1
+        else f"more than {MAX_INPUT_BYTES // 2**20} MiB"
+    )
     return InputError(
-        f"{label}: the file is {size / 2**20:.0f} MiB; envkit reads files up to "
-        f"{MAX_INPUT_BYTES // 2**20} MiB",
+        f"{label}: the file is {what}; envkit reads files up to {MAX_INPUT_BYTES // 2**20} MiB",
         hint=hint or "is this the file you meant?",
     )
 
