@@ -71,9 +71,21 @@ def cli_env(tmp_path: Path, bin_dir: Path) -> dict[str, str]:
 
 
 def envkit_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m envkit ARGS`` in its own process."""
     return subprocess.run(
         [sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=env, timeout=timeout
     )
+
+
+def envkit_here(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The same command line through typer's runner in this process (no interpreter start-up: the
+    fast tests stay fast); the exit code and both streams as a CompletedProcess."""
+    from typer.testing import CliRunner
+
+    from envkit import cli
+
+    result = CliRunner().invoke(cli.app, list(args), env=env)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -149,7 +161,7 @@ def test_force_never_replaces_a_project_folder(tmp_path: Path) -> None:
     env = cli_env(tmp_path, tmp_path / "bin")
     standin_uv(tmp_path / "bin")
     for extra in ((), ("--dry-run",), ("--dry-run", "--json")):
-        proc = envkit_cli("create", "x", "--prefix", str(project), "--force", *extra, *CLI_FLAGS, env=env)
+        proc = envkit_here("create", "x", "--prefix", str(project), "--force", *extra, *CLI_FLAGS, env=env)
         assert proc.returncode == 2, proc.stderr
         assert f"{project} is not an environment; refusing to replace it" in " ".join(proc.stderr.split())
         assert "Traceback" not in proc.stderr
@@ -202,7 +214,7 @@ def test_dry_run_says_what_force_would_replace(tmp_path: Path) -> None:
     prefix = old_venv(tmp_path / "envs" / "demo")
     standin_uv(tmp_path / "bin")
     env = cli_env(tmp_path, tmp_path / "bin")
-    proc = envkit_cli("create", "demo", "--force", "--dry-run", "--json", *CLI_FLAGS, env=env)
+    proc = envkit_here("create", "demo", "--force", "--dry-run", "--json", *CLI_FLAGS, env=env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["will"] == [
         f"replaces the environment {prefix} (--force; put back if anything fails)"
@@ -226,7 +238,7 @@ def test_create_dotdot_force_deletes_nothing(tmp_path: Path) -> None:
     standin_uv(tmp_path / "bin")
     before = tree_digest(tmp_path)
     for name in ("..", ".", "../envs"):
-        proc = envkit_cli("create", name, "--force", *CLI_FLAGS, env=cli_env(tmp_path, tmp_path / "bin"))
+        proc = envkit_here("create", name, "--force", *CLI_FLAGS, env=cli_env(tmp_path, tmp_path / "bin"))
         assert proc.returncode == 2, proc.stderr
         assert "use letters, digits" in proc.stderr and "--prefix" in proc.stderr
     after = tree_digest(tmp_path)
@@ -251,7 +263,7 @@ def test_a_second_create_of_a_locked_place_fails_at_once(tmp_path: Path) -> None
     with locked(prefix) as lock_file:
         assert lock_file == tmp_path / "envs" / ".busy.envkit-lock"
         for extra in ((), ("--dry-run",)):
-            proc = envkit_cli("create", "busy", "--force", *extra, *CLI_FLAGS, env=env, timeout=60)
+            proc = envkit_here("create", "busy", "--force", *extra, *CLI_FLAGS, env=env)
             assert proc.returncode == 2, proc.stderr
             text = " ".join(proc.stderr.split())
             assert f"another envkit create (pid {os.getpid()}) is creating {prefix} right now" in text
