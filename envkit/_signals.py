@@ -71,7 +71,7 @@ def deferred_signals() -> Iterator[None]:
         arrived.append(signum)
 
     previous: dict[signal.Signals, Any] = {}
-    masked = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+    masked = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)  # POSIX, as envkit's hosts are
     try:
         for sig in INTERRUPTS:
             previous[sig] = signal.signal(sig, note)

@@ -64,9 +64,10 @@ def run(
     system = System()
     request = CreateRequest(name, prefix, template, flags, backend, mirrors, wheelhouse, offline)
     install = prepare(system, request)
+    # The refusals (not an environment, taken, left-overs) come before the plan is shown, and the
+    # same for --dry-run; execute() decides again under the lock.
+    will = check_place(install, force=force)
     if dry_run:
-        # The same refusals as the real run (not an environment, taken, left-overs), changing nothing.
-        will = check_place(install, force=force)
         if json_out:
             _json({**install.to_json(), "status": "dry-run", "will": will})
         else:
