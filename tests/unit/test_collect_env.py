@@ -500,8 +500,8 @@ def test_1x_report_quoted_in_a_reply_two_titan_rtx_on_windows() -> None:
 
     assert facts.torch.version == Version("1.5.0+cu101") and facts.torch.cuda == Version("10.1")
     assert [g.name for g in facts.gpus] == ["TITAN RTX", "TITAN RTX"]
-    assert facts.gpus[0].compute_capability is None  # not in envkit's GPU table: said in a note
-    assert any("TITAN RTX" in n and "compute capability" in n for n in facts.notes)
+    # TITAN RTX is a Turing card (CUDA GPUs table: 7.5); the GPU table knows it by nvidia-smi's name.
+    assert facts.gpus[0].compute_capability == ComputeCapability(7, 5)
     assert facts.python is not None and facts.python.platform == "windows-x86_64"
     assert facts.host.cuda_libs == ()  # a Windows DLL is not an ld.so cache entry
     assert any("cudnn64_7.dll" in n for n in facts.notes)
