@@ -21,7 +21,7 @@ import typer
 
 from envkit import __version__
 from envkit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EnvkitError
-from envkit.jsonout import print_json
+from envkit.render.jsonout import print_json
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -123,8 +123,8 @@ def _escape(text: str) -> str:
     """``text`` for rich markup, redacted: the last line of defence for every message printed."""
     from rich.markup import escape
 
-    from envkit._terminal import printable
     from envkit.redact import redact
+    from envkit.render.terminal import printable
 
     return escape(printable(redact(text)))  # printable: a message can quote a hostile file
 
@@ -173,7 +173,7 @@ def doctor(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show every check's detail.")] = False,
 ) -> int:
     """What is on this machine, what is wrong, and the exact fix."""
-    from envkit.doctor import diagnose, diagnose_file
+    from envkit.commands.doctor import diagnose, diagnose_file
     from envkit.system import System
 
     if from_file is not None:
@@ -186,7 +186,7 @@ def doctor(
     if json_out:
         print_json(report.to_json(strict=strict))
     else:
-        from envkit.render import render_report
+        from envkit.render.console import render_report
 
         render_report(report, stdout, verbose=verbose, strict=strict)
     return report.exit_code(strict=strict)
@@ -226,7 +226,7 @@ def resolve(
     ] = None,
 ) -> int:
     """Which torch build, CUDA variant, Python and index fit this (or another) machine."""
-    from envkit.planning import PlanFlags, make_plan
+    from envkit.commands.resolve import PlanFlags, make_plan
     from envkit.system import System
 
     flags = PlanFlags(driver, tuple(gpu or ()), no_gpu, platform, python, env, torch, cuda, channel)
@@ -234,7 +234,7 @@ def resolve(
     if json_out:
         print_json(plan.to_json())
     else:
-        from envkit.render import render_plan
+        from envkit.render.console import render_plan
 
         render_plan(plan, stdout, explain=explain)
     return 0
@@ -273,7 +273,7 @@ def verify(
     if json_out:
         print_json(report.to_json(strict=strict))
     else:
-        from envkit.render import render_report
+        from envkit.render.console import render_report
 
         render_report(report, stdout, verbose=verbose, strict=strict, title="envkit verify")
     return report.exit_code(strict=strict)
@@ -297,13 +297,13 @@ def mirrors(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per request.", min=0.1)] = 3.0,
 ) -> int:
     """The package indexes and mirrors envkit knows, and (--probe) which ones serve a variant."""
-    from envkit.mirrors import mirror_table
+    from envkit.mirrors.choose import mirror_table
 
     table = mirror_table(kind=kind, probing=probe, variant=variant, timeout=timeout)
     if json_out:
         print_json(table)
     else:
-        from envkit.render import render_mirrors
+        from envkit.render.console import render_mirrors
 
         render_mirrors(table, stdout)
     return 0
@@ -334,8 +334,8 @@ def preflight(
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
 ) -> int:
     """The cluster-provisioning gate: exit 0 healthy, 1 unhealthy (a one-line reason), 2 could not check."""
-    from envkit.preflight import Watchdog, drain_reason, exit_unanswered
-    from envkit.preflight import preflight as run_preflight
+    from envkit.commands.preflight import Watchdog, drain_reason, exit_unanswered
+    from envkit.commands.preflight import preflight as run_preflight
     from envkit.system import System
     from envkit.verify import parse_checks
 
@@ -347,7 +347,7 @@ def preflight(
         )
     junit_error: Optional[EnvkitError] = None
     if junit:
-        from envkit.junit import write_junit
+        from envkit.render.junit import write_junit
 
         try:
             write_junit(report, junit, name="envkit.preflight", strict=strict)
@@ -393,19 +393,19 @@ def fleet(
     A report that cannot be read is listed with the reason and the others are still shown; the
     exit code is then 1 (2 with --strict)."""
     from envkit._files import check_output, write_output
-    from envkit.fleet import load_fleet
+    from envkit.fleet.aggregate import load_fleet
 
     if html:
         check_output(html, label=f"--html {html}")  # before reading a thousand reports
     fleet_view = load_fleet(reports)
     if html:
-        from envkit.fleet_html import render_html
+        from envkit.render.html import render_html
 
         write_output(html, render_html(fleet_view, strict=strict), label=f"--html {html}")
     if json_out:
         print_json(fleet_view.to_json(strict=strict))
     else:
-        from envkit.render_fleet import render_fleet
+        from envkit.render.fleet import render_fleet
 
         render_fleet(fleet_view, stdout, strict=strict)
     if fleet_view.unreadable:
@@ -425,13 +425,13 @@ def diff(
     json_out: Annotated[bool, typer.Option("--json", help="Print the envkit.diff/1 JSON on stdout.")] = False,
 ) -> int:
     """Why the same code works on one machine and not the other: the differing facts, worst first."""
-    from envkit.diff import diff_files
+    from envkit.fleet.diff import diff_files
 
     difference = diff_files(a, b)
     if json_out:
         print_json(difference.to_json())
     else:
-        from envkit.render_fleet import render_diff
+        from envkit.render.fleet import render_diff
 
         render_diff(difference, stdout)
     return 0
@@ -472,7 +472,7 @@ def spec(
     ] = None,
 ) -> int:
     """Render a template into conda / pip / uv / conda-lock specs, or --check a spec people already have."""
-    from envkit import spec_command
+    from envkit.commands import spec as spec_command
 
     flags = spec_command.plan_flags(torch, cuda, driver, gpu, no_gpu, platform, python, env)
     if list_templates:
@@ -547,8 +547,8 @@ def create(
     ] = None,
 ) -> int:
     """Resolve, write the specs, install, verify: all or nothing."""
-    from envkit import create_command
-    from envkit.planning import PlanFlags
+    from envkit.commands import create as create_command
+    from envkit.commands.resolve import PlanFlags
 
     flags = PlanFlags(driver, tuple(gpu or ()), no_gpu, platform, python, None, torch, cuda, channel or "pip")
     return create_command.run(
@@ -594,9 +594,9 @@ def lock(
 ) -> int:
     """Lock a conda environment with conda-lock (envkit[lock]); __cuda comes from the target driver."""
     from envkit._files import check_output
-    from envkit.lock import lock as run_lock
-    from envkit.lock import prepare_lock
-    from envkit.planning import PlanFlags
+    from envkit.commands.resolve import PlanFlags
+    from envkit.create.lock import lock as run_lock
+    from envkit.create.lock import prepare_lock
     from envkit.system import System
 
     check_output(out, label=f"--output {out}", folder=True)

@@ -22,7 +22,7 @@ from envkit.errors import NoBuildError
 from envkit.knowledge import ArchRow, Knowledge, Release, load_knowledge
 from envkit.report import CheckResult, Status
 from envkit.resolve import Plan, Request, resolve
-from envkit.target import GpuTarget, is_jetson, target_from_facts, visible_gpu_targets
+from envkit.resolve.target import GpuTarget, is_jetson, target_from_facts, visible_gpu_targets
 from envkit.versions import ComputeCapability, parse_compute_capability
 
 if TYPE_CHECKING:

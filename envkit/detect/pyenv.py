@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Optional
 
-from envkit._probe import run_probe
+from envkit._probe_runner import run_probe
 from envkit.errors import InputError
 from envkit.facts import CondaPackage, Distribution, PythonFacts, TorchFacts
 from envkit.versions import Version, parse_version

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
-from envkit._probe import ProbeOutcome, run_probe
+from envkit._probe_runner import ProbeOutcome, run_probe
 from envkit.detect import begin_run, detect_for_plan, run_bounded
 from envkit.errors import InputError
 from envkit.report import Report

@@ -10,7 +10,7 @@ from envkit.knowledge import load_knowledge
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
-    from envkit._probe import ProbeOutcome
+    from envkit._probe_runner import ProbeOutcome
     from envkit.facts import Facts
 
 __all__ = ["MATMUL_WARN_FRACTION", "MEMORY_WARN_FRACTION", "interpret"]

@@ -3,7 +3,7 @@ installer, in verify, around the --force swap, during the rollback itself), then
 is left, the previous environment is back under its name, and no child survives (read from /proc).
 Two creates of one place at once: the second fails at once and leaves the first one's work alone.
 
-The installer is the stand-in ``uv`` of tests/unit/test_create_safety.py (a real venv without pip,
+The installer is the stand-in ``uv`` of tests/unit/create/test_create_safety.py (a real venv without pip,
 then whatever the test needs). Each test starts envkit a few times (~1 s each): marked slow.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_create_safety import (
+from tests.unit.create.test_create_safety import (
     CLI_FLAGS,
     cli_env,
     envkit_cli,

@@ -116,12 +116,12 @@ def test_usage_errors_are_exit_2() -> None:
 
 
 def test_internal_error_writes_a_log_and_exits_70(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import envkit.doctor
+    import envkit.commands.doctor
 
     def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("envkit bug for the test")
 
-    monkeypatch.setattr(envkit.doctor, "diagnose", broken)
+    monkeypatch.setattr(envkit.commands.doctor, "diagnose", broken)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     result = runner.invoke(cli.app, ["doctor"])
     assert result.exit_code == EXIT_INTERNAL
@@ -132,12 +132,12 @@ def test_internal_error_writes_a_log_and_exits_70(monkeypatch: pytest.MonkeyPatc
 
 
 def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
-    import envkit.doctor
+    import envkit.commands.doctor
 
     def interrupted(*_args: object, **_kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(envkit.doctor, "diagnose", interrupted)
+    monkeypatch.setattr(envkit.commands.doctor, "diagnose", interrupted)
     result = runner.invoke(cli.app, ["doctor"])
     assert result.exit_code == 130
     assert result.stderr == "envkit: interrupted\n"

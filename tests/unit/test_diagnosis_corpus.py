@@ -19,7 +19,7 @@ from types import ModuleType
 import pytest
 
 from envkit.checks import CHECKS
-from envkit.collect_env import looks_like_collect_env, parse_collect_env
+from envkit.detect.collect_env import looks_like_collect_env, parse_collect_env
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))

@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from envkit.knowledge import load_knowledge
-from envkit.target import parse_gpu
+from envkit.resolve.target import parse_gpu
 from envkit.versions import Version
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,7 +31,7 @@ from typer.testing import CliRunner
 
 from envkit import cli
 from envkit.checks import CHECKS
-from envkit.expect import KEYS, check_expectations, load_expectations
+from envkit.checks.expect import KEYS, check_expectations, load_expectations
 from envkit.report import report_from_json
 
 REPORT_PATH = Path(__file__).parents[1] / "data" / "reports" / "h200-580-torch2.11-cu130.json"

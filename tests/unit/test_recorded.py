@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from envkit.checks.gpu import check_gpu_health
+from envkit.commands.doctor import diagnose_file
 from envkit.detect.driver import parse_nvidia_smi_csv, parse_nvidia_smi_header, parse_proc_version
 from envkit.detect.nvml import RecordedNvml, read_nvml
 from envkit.detect.toolkit import parse_nvcc_version
-from envkit.doctor import diagnose_file
 from envkit.facts import Facts
 from envkit.report import Status
 from envkit.versions import NvVersion, Version

@@ -15,11 +15,11 @@ import typer
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from envkit.create import Step, _hide_credentials
+from envkit.create.install import Step, _hide_credentials
 from envkit.detect.host import relevant_env
 from envkit.errors import EnvkitError, InputError
-from envkit.jsonout import dumps
 from envkit.redact import MASK, is_secret_name, redact, redact_data
+from envkit.render.jsonout import dumps
 
 SECRET = "s3cret-t0ken"
 

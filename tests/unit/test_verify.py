@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit._probe import PROBES_DIR
+from envkit._probe_runner import PROBES_DIR
 from envkit.errors import InputError
 from envkit.facts import Facts, PythonFacts, TorchFacts
 from envkit.report import Status
@@ -173,7 +173,7 @@ def compile_failure(kind: str) -> dict[str, object]:
     ],
 )
 def test_compile_fixes(kind: str, words: str) -> None:
-    from envkit._probe import ProbeOutcome
+    from envkit._probe_runner import ProbeOutcome
     from envkit._proc import ProcResult
 
     outcome = ProbeOutcome(compile_failure(kind), None, ProcResult(("x",), 0, "", "", 1.0))
@@ -187,7 +187,7 @@ def test_compile_fixes(kind: str, words: str) -> None:
 
 
 def perf_outcome(bf16: float, copy: float) -> object:
-    from envkit._probe import ProbeOutcome
+    from envkit._probe_runner import ProbeOutcome
     from envkit._proc import ProcResult
 
     devices = [

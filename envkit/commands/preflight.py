@@ -1,0 +1,105 @@
+"""``envkit preflight``: the cluster-provisioning gate. The doctor checks, drift against an
+expectations file, and any verify checks asked for, all under one hard time budget.
+
+Slurm kills a HealthCheckProgram after 60 s and NHC's own watchdog defaults to 30 s (anchors-
+preflight.md §0.2), so the budget defaults to 30 s. Detection already answers by its deadline (a
+hung NVML or nvidia-smi is reported as unknown) and every probe has a timeout; the watchdog is the
+last line: if the process itself is stuck past the budget, it prints the verdict "unhealthy: no
+answer in time" and exits 1, so the node is never left in limbo.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Callable, Final, Optional
+
+from envkit.checks import CHECKS, run_checks
+from envkit.checks.expect import Expectations, apply_require_ignore, check_expectations, load_expectations
+from envkit.detect import begin_run, detect_all
+from envkit.errors import EXIT_CHECK_FAILED
+from envkit.report import CheckResult, Report, Status
+from envkit.verify import ALL_CHECKS, run_verify_checks
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from envkit.system import System
+
+__all__ = ["DEFAULT_TIMEOUT_S", "KNOWN_CHECKS", "Watchdog", "drain_reason", "preflight"]
+
+DEFAULT_TIMEOUT_S: Final = 30.0
+# Slurm keeps a drain reason short; sinfo -R shows ~40 columns by default.
+REASON_MAX: Final = 100
+KNOWN_CHECKS: Final = (*CHECKS, *(f"verify.{c}" for c in ALL_CHECKS))
+# Worst first: the reason names the failure that matters most.
+_SEVERITY: Final = ("driver", "gpu", "expect", "torch", "verify", "toolkit", "nccl", "python")
+
+
+class Watchdog:
+    """Calls ``fire`` once if not stopped within ``seconds`` (a daemon timer thread)."""
+
+    def __init__(self, seconds: float, fire: Callable[[], None]) -> None:
+        self._timer = threading.Timer(seconds, fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._timer.cancel()
+
+
+def exit_unanswered(seconds: float) -> Callable[[], None]:
+    """The watchdog's last resort: one line, exit 1, no matter what the main thread is doing."""
+
+    def fire() -> None:
+        sys.stderr.write(f"envkit: preflight: no answer within {seconds:g} s (watchdog)\n")
+        sys.stderr.flush()
+        os._exit(EXIT_CHECK_FAILED)
+
+    return fire
+
+
+def drain_reason(report: Report) -> Optional[str]:
+    """One line for ``scontrol update … Reason=``: the worst failure, short, no quotes or newlines."""
+    fails = [c for c in report.checks if c.status is Status.FAIL]
+    if not fails:
+        return None
+    fails.sort(key=lambda c: _SEVERITY.index(c.area) if c.area in _SEVERITY else len(_SEVERITY))
+    first = fails[0]
+    more = f" (+{len(fails) - 1} more)" if len(fails) > 1 else ""
+    text = " ".join(f"envkit: {first.id}: {first.summary}".replace('"', "'").split())
+    if len(text) + len(more) > REASON_MAX:
+        text = text[: REASON_MAX - len(more) - 1].rstrip() + "…"
+    return text + more
+
+
+def preflight(
+    system: System,
+    *,
+    expect_path: Optional[str] = None,
+    verify_checks: Sequence[str] = (),
+    python: Optional[str] = None,
+    env_name: Optional[str] = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> Report:
+    """Run the gate within ``timeout`` seconds: doctor checks, expectations, verify checks."""
+    expect: Optional[Expectations] = load_expectations(expect_path, KNOWN_CHECKS) if expect_path else None
+    wanted = list(verify_checks)  # checked names (verify.parse_checks, or the expectations' require)
+    if expect is not None:  # required verify checks run without being asked twice
+        wanted += [c.removeprefix("verify.") for c in expect.require if c.startswith("verify.")]
+    wanted = list(dict.fromkeys(wanted))
+    system, interp, start = begin_run(system, timeout=timeout, python=python, env_name=env_name)
+    facts = detect_all(system, interp)
+    checks: list[CheckResult] = list(run_checks(facts))
+    if expect is not None:
+        checks += check_expectations(expect, facts)
+    if wanted:
+        checks += run_verify_checks(system, interp.path, facts, wanted)
+    if expect is not None:
+        checks = apply_require_ignore(expect, checks)
+    return Report.new(facts, checks, duration_s=round(time.monotonic() - start, 3))

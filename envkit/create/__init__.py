@@ -1,0 +1,1 @@
+"""Making an environment: prepare, install (atomic), lock (the one conda-lock adapter)."""

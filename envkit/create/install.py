@@ -1,0 +1,511 @@
+"""``envkit create``: resolve, write the specs, install with the user's installer, verify; all or
+nothing.
+
+The environment is built in place (venvs and conda environments are not relocatable), so "nothing"
+is done by removal: when a step fails, or Ctrl-C arrives, the half-made environment is deleted, and
+an environment that ``--force`` replaced is put back from where it was moved aside. An existing
+environment is never touched without ``--force``.
+
+Backends: ``venv`` (python -m venv + pip), ``uv`` (uv venv + uv pip), and the conda family
+(``conda``, ``mamba``, ``micromamba``) from an environment.yml. ``auto`` takes the conda family when
+the plan is for conda and one is installed, else uv when present, else venv.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Final, Optional
+
+from envkit._files import write_atomic
+from envkit._signals import deferred_signals
+from envkit.create.place import (
+    MARKER,
+    Target,
+    check_not_busy,
+    check_target,
+    leftover_backup,
+    leftovers,
+    locked,
+    side_path,
+)
+from envkit.detect.pyenv import conda_env_dirs, envkit_envs_dir
+from envkit.errors import EnvkitError, InputError
+from envkit.redact import MASK, redact
+from envkit.resolve import Plan
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from envkit.report import Report
+    from envkit.system import System
+
+__all__ = [
+    "BACKENDS",
+    "CreateFailed",
+    "Installation",
+    "Step",
+    "backend_exe",
+    "build_steps",
+    "check_place",
+    "choose_backend",
+    "execute",
+    "find_tool",
+]
+
+BACKENDS: Final = ("auto", "conda", "mamba", "micromamba", "uv", "venv")
+CONDA_FAMILY: Final = ("micromamba", "mamba", "conda")
+# Installers download gigabytes (a CUDA torch is ~3 GB with its nvidia-* wheels).
+INSTALL_TIMEOUT_S: Final = 3600.0
+VENV_TIMEOUT_S: Final = 300.0
+CREATE_SCHEMA: Final = "envkit.create/1"
+MARKER_SCHEMA: Final = "envkit.created/1"
+
+
+class CreateFailed(EnvkitError):
+    """A step failed; the environment was removed (or restored). Exit code 1, like a failed check.
+    Its message and hint are redacted (EnvkitError): an installer's output may echo an index URL."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command line. ``env``: variables the child gets on top of envkit's environment; an
+    installer's index credentials travel there, never in ``argv`` (see _hide_credentials)."""
+
+    title: str
+    argv: tuple[str, ...]
+    timeout: float
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # repr: it holds secrets
+
+    def shown(self) -> str:
+        """The command as a shell would run it, ``NAME=value`` first, redacted: ``env`` holds only
+        credentials, so a value redact() leaves alone (a user name) is ``***`` too."""
+        assigned = [f"{name}={_quote(v) if redact(v) != v else MASK}" for name, v in self.env]
+        return redact(" ".join([*assigned, *(_quote(a) for a in self.argv)]))
+
+    def child_env(self, base: Mapping[str, str]) -> Optional[dict[str, str]]:
+        """The child's whole environment: ``base`` plus ``env``; None (inherit) when ``env`` is empty."""
+        return {**base, **dict(self.env)} if self.env else None
+
+
+@dataclass(frozen=True)
+class Installation:
+    """Everything ``envkit create`` will do, decided before anything is done (``--dry-run`` shows it)."""
+
+    name: Optional[str]
+    prefix: Path
+    backend: str
+    plan: Plan
+    steps: tuple[Step, ...]
+    spec_files: dict[str, str]  # file name -> content, written into <prefix>/envkit/
+    staging: Path  # where the specs live while the installer reads them
+    python: Path  # the new environment's interpreter
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": CREATE_SCHEMA,
+            "name": self.name,
+            "prefix": str(self.prefix),
+            "backend": self.backend,
+            "python": str(self.python),
+            "plan": self.plan.to_json(),
+            "commands": [s.shown() for s in self.steps],
+            "spec_files": [str(self.prefix / "envkit" / n) for n in self.spec_files],
+            "notes": list(self.notes),
+        }
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)
+
+
+def backend_exe(system: System, wanted: str) -> str:
+    """The executable of a ``--backend`` ("" for venv and auto); InputError when unknown or missing."""
+    if wanted not in BACKENDS:
+        raise InputError(f"--backend {wanted!r}: one of {', '.join(BACKENDS)}")
+    if wanted in ("auto", "venv"):
+        return ""
+    exe = find_tool(system, wanted)
+    if exe is None:
+        raise InputError(f"--backend {wanted}: `{wanted}` is not installed (not on PATH)")
+    return exe
+
+
+def choose_backend(system: System, wanted: str, plan: Plan) -> tuple[str, str]:
+    """(backend, its executable). ``auto``: the conda family for a conda plan, else uv, else venv."""
+    exe = backend_exe(system, wanted)
+    if wanted == "auto":
+        if plan.channel == "conda":
+            for name in CONDA_FAMILY:
+                found = find_tool(system, name)
+                if found:
+                    return name, found
+            raise InputError(
+                "the plan is for conda but no conda, mamba or micromamba is installed",
+                hint="install micromamba (https://mamba.readthedocs.io) or use --channel pip",
+            )
+        uv = find_tool(system, "uv")
+        return ("uv", uv) if uv else ("venv", "")
+    if wanted == "venv":
+        return "venv", ""
+    if wanted in CONDA_FAMILY and plan.channel != "conda":
+        raise InputError(f"--backend {wanted} installs conda packages: add --channel conda")
+    if wanted in ("uv", "venv") and plan.channel == "conda":
+        raise InputError(f"--backend {wanted} installs pip packages: drop --channel conda")
+    return wanted, exe
+
+
+def find_tool(system: System, name: str) -> Optional[str]:
+    env_var = {"conda": "CONDA_EXE", "mamba": "MAMBA_EXE"}.get(name)
+    return (system.env.get(env_var) if env_var else None) or system.which(name)
+
+
+def default_prefix(system: System, name: str, backend: str) -> Path:
+    """Where an environment made by name goes: conda's envs folder for the conda family, else
+    envkit's own envs folder ($ENVKIT_ENVS_DIR, default ~/.local/share/envkit/envs)."""
+    if backend in CONDA_FAMILY:
+        for folder in conda_env_dirs(system):
+            if folder.is_dir() and os.access(folder, os.W_OK):
+                return folder / name
+    return envkit_envs_dir(system) / name
+
+
+def base_python(system: System, version: Optional[str]) -> str:
+    """An interpreter of the plan's Python for ``python -m venv``."""
+    if version:
+        for name in (f"python{version}", f"python{version.split('.')[0]}", "python3", "python"):
+            exe = system.which(name)
+            if exe and _version_of(system, exe) == version:
+                return exe
+        raise InputError(
+            f"no Python {version} found on PATH for the new environment",
+            hint=f"install Python {version}, use --backend uv (it fetches Pythons), or pass --python",
+        )
+    exe = system.which("python3") or system.which("python")
+    if exe is None:
+        raise InputError("no python3 on PATH for the new environment")
+    return exe
+
+
+def _version_of(system: System, exe: str) -> Optional[str]:
+    result = system.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], timeout=20)
+    return result.stdout.strip() if result.ok else None
+
+
+def _index_args(index: Sequence[str], *, wheelhouse: Optional[str], offline: bool) -> list[str]:
+    """Where pip looks: ``index`` and the wheelhouse, or offline the wheelhouse alone (prepare()
+    refuses --offline without one)."""
+    local = ["--find-links", wheelhouse] if wheelhouse else []
+    return ["--no-index", *local] if offline else [*index, *local]
+
+
+# The installers' own environment variables for their index options, and how each joins several
+# values. A child's environment is readable only by its user (/proc/PID/environ is mode 0400), its
+# argv by everybody (`ps`), so URLs with credentials go there.
+# pip: every option is PIP_<UPPER_LONG_NAME>, several values space-separated, and the command line
+# wins over the environment (https://pip.pypa.io/en/stable/topics/configuration/#environment-variables).
+# uv: UV_INDEX_URL, UV_EXTRA_INDEX_URL (space-separated), UV_FIND_LINKS (comma-separated)
+# (https://docs.astral.sh/uv/reference/environment/; `uv pip install --help` names them too).
+_INDEX_ENV: Final = {
+    "pip": {
+        "--index-url": ("PIP_INDEX_URL", " "),
+        "--extra-index-url": ("PIP_EXTRA_INDEX_URL", " "),
+        "--find-links": ("PIP_FIND_LINKS", " "),
+    },
+    "uv": {
+        "--index-url": ("UV_INDEX_URL", " "),
+        "--extra-index-url": ("UV_EXTRA_INDEX_URL", " "),
+        "--find-links": ("UV_FIND_LINKS", ","),
+    },
+}
+
+
+def _hide_credentials(
+    argv: Sequence[str], installer: str
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """(argv, env): every index option of which one value carries a credential (what redact()
+    would hide) moves, with all its values, from ``argv`` into the installer's variable. All of
+    them: the command line would override the variable."""
+    options = _INDEX_ENV[installer]
+    values: dict[str, list[str]] = {}
+    kept: list[tuple[str, str]] = []  # (option, value) pairs in their order
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in options and i + 1 < len(argv):
+            values.setdefault(argv[i], []).append(argv[i + 1])
+            kept.append((argv[i], argv[i + 1]))
+            rest.append(argv[i])  # a slot, filled or dropped below
+            i += 2
+            continue
+        rest.append(argv[i])
+        i += 1
+    secret = {opt for opt, vals in values.items() if any(redact(v) != v for v in vals)}
+    out: list[str] = []
+    pairs = iter(kept)
+    for arg in rest:
+        if arg in options:
+            option, value = next(pairs)
+            if option not in secret:
+                out += [option, value]
+        else:
+            out.append(arg)
+    env = []
+    for option in sorted(secret):
+        name, sep = options[option]
+        # A local folder holding the separator goes as a file:// URL (percent-encoded), which both
+        # installers take for --find-links.
+        vals = [Path(v).as_uri() if sep in v and os.path.isabs(v) else v for v in values[option]]
+        env.append((name, sep.join(vals)))
+    return tuple(out), tuple(env)
+
+
+def build_steps(
+    system: System,
+    *,
+    backend: str,
+    exe: str,
+    prefix: Path,
+    plan: Plan,
+    torch_requirements: Sequence[str],
+    extra_pip: Sequence[str],
+    staging: Path,
+    spec_files: dict[str, str],
+    torch_index: Sequence[str] = (),
+    extra_index: Sequence[str] = (),
+    wheelhouse: Optional[str] = None,
+    offline: bool = False,
+    placeholders: Sequence[tuple[str, str]] = (),
+) -> tuple[Path, tuple[Step, ...]]:
+    """The exact command lines of one backend: (the new interpreter, the steps). ``placeholders``:
+    the values of the spec files' ``${ENVKIT_*}`` credentials (spec_pip.placeholder_values), for
+    the conda family, whose pip reads them from environment.yml's ``pip:`` section."""
+    python = prefix / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    version = str(plan.python) if plan.python else None
+    if backend in CONDA_FAMILY:
+        if "environment.yml" not in spec_files:
+            raise InputError(f"--backend {backend} needs a conda plan (--channel conda)")
+        spec = str(staging / "environment.yml")
+        verb = ["create", "--yes"] if backend == "micromamba" else ["env", "create"]
+        argv = [exe, *verb, "--prefix", str(prefix), "--file", spec]
+        if offline:
+            argv.append("--offline")
+        env = tuple((n, v) for n, v in placeholders if f"${{{n}}}" in spec_files["environment.yml"])
+        step = Step(f"{backend}: create the environment", tuple(argv), INSTALL_TIMEOUT_S, env)
+        return python, (step,)
+    index = _index_args(torch_index, wheelhouse=wheelhouse, offline=offline)
+    constraints = str(staging / "constraints.txt")
+    if backend == "uv":
+        create = [exe, "venv", str(prefix), "--seed"] + (["--python", version] if version else [])
+        install = [exe, "pip", "install", "--python", str(python), *torch_requirements, *index]
+        extra = [exe, "pip", "install", "--python", str(python), *extra_pip, "--constraint", constraints]
+    else:
+        create = [base_python(system, version), "-m", "venv", str(prefix)]
+        install = [str(python), "-m", "pip", "install", *torch_requirements, *index]
+        extra = [str(python), "-m", "pip", "install", *extra_pip, "--constraint", constraints]
+    extra += _index_args(extra_index, wheelhouse=wheelhouse, offline=offline)
+    installer = "uv" if backend == "uv" else "pip"
+    steps = [
+        Step("create the environment", tuple(create), VENV_TIMEOUT_S),
+        _install_step(f"install torch {plan.torch}+{plan.variant}", install, installer),
+    ]
+    if extra_pip:
+        steps.append(_install_step("install the template's other packages", extra, installer))
+    return python, tuple(steps)
+
+
+def _install_step(title: str, argv: Sequence[str], installer: str) -> Step:
+    hidden, env = _hide_credentials(argv, installer)
+    return Step(title, hidden, INSTALL_TIMEOUT_S, env)
+
+
+@dataclass
+class _Undo:
+    """How to put things back: remove what was made, restore what --force moved aside.
+
+    Each part is marked done as it is done, so running it again (after a signal that landed before
+    the signals were deferred) changes nothing: the restored environment is never removed.
+    """
+
+    prefix: Path
+    staging: Path
+    backup: Optional[Path] = None
+    created: bool = False
+
+    def rollback(self) -> list[str]:
+        done = []
+        if self.created:
+            if os.path.lexists(self.prefix):
+                # Under the lock, and with the old environment moved aside, all that is there was
+                # made by this run's installer.
+                shutil.rmtree(self.prefix, ignore_errors=True)
+                done.append(f"removed the half-made {self.prefix}")
+            self.created = False
+        if self.backup is not None:
+            if self.backup.exists() and not os.path.lexists(self.prefix):
+                os.replace(self.backup, self.prefix)
+                done.append(f"restored the previous {self.prefix}")
+            self.backup = None
+        shutil.rmtree(self.staging, ignore_errors=True)
+        return done
+
+    def rollback_uninterrupted(self) -> list[str]:
+        """rollback() with SIGINT/SIGTERM held until it is over (then they arrive, once)."""
+        done: list[str] = []
+        while True:
+            try:
+                with deferred_signals():
+                    done += self.rollback()
+                return done
+            except KeyboardInterrupt:
+                # A signal that landed before they were deferred: finish the job, then let it out.
+                if self.created or self.backup is not None:
+                    continue
+                raise
+
+
+def _write_staging(staging: Path, files: dict[str, str]) -> None:
+    staging.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        tmp = staging / f".{name}.tmp"
+        tmp.write_text(content, encoding="utf-8")
+        os.replace(tmp, staging / name)
+
+
+def check_place(install: Installation, *, force: bool) -> list[str]:
+    """What ``execute`` would do to what is at the prefix (for ``--dry-run``), or InputError when it
+    would refuse: the same decision, taken without the lock."""
+    check_not_busy(install.prefix)
+    return check_target(install.prefix, force=force).notes()
+
+
+def execute(
+    system: System,
+    install: Installation,
+    *,
+    force: bool = False,
+    on_step: Callable[[Step], None] = lambda _s: None,
+    on_line: Callable[[str], None] = lambda _l: None,
+    on_note: Callable[[str], None] = lambda _n: None,
+    verify: Optional[Callable[[Path], Report]] = None,
+) -> Optional[Report]:
+    """Carry out ``install``; on any failure (or Ctrl-C, or SIGTERM) leave things as they were.
+
+    Raises:
+        InputError: the target exists and ``force`` is off, or it is not an environment, or another
+            ``create`` of it is running, or its place cannot be written.
+        CreateFailed: a step failed (the message ends with the installer's last lines).
+    """
+    prefix = install.prefix
+    with locked(prefix):
+        # What a killed run left that is envkit's own by its name: the staging folder, and the
+        # replaced environment it was deleting when it died.
+        for trash in (*leftovers(prefix, "trash"), install.staging):
+            shutil.rmtree(trash, ignore_errors=True)
+        restore = leftover_backup(prefix)  # a run killed outright (SIGKILL) while it had moved it aside
+        if restore is not None:
+            with deferred_signals():
+                os.replace(restore, prefix)
+            on_note(f"restored {prefix} from {restore}, left by an interrupted envkit create")
+        target = check_target(prefix, force=force)
+        return _build(system, install, target, on_step=on_step, on_line=on_line, verify=verify)
+
+
+def _build(
+    system: System,
+    install: Installation,
+    target: Target,
+    *,
+    on_step: Callable[[Step], None],
+    on_line: Callable[[str], None],
+    verify: Optional[Callable[[Path], Report]],
+) -> Optional[Report]:
+    prefix = install.prefix
+    undo = _Undo(prefix, install.staging)
+    try:
+        if target.replace:  # --force: move it aside, put it back if anything fails
+            with deferred_signals():
+                undo.backup = side_path(prefix, f"old-{int(time.time())}")
+                os.replace(prefix, undo.backup)
+        undo.created = True
+        _write_staging(install.staging, install.spec_files)
+        for step in install.steps:
+            on_step(step)
+            result = system.run(
+                step.argv, timeout=step.timeout, env=step.child_env(system.env), on_line=on_line
+            )
+            if not result.ok:
+                tail = "\n".join(result.stdout.strip().splitlines()[-15:])
+                raise CreateFailed(f"{step.title} failed: {result.describe()}\n{tail}".rstrip())
+        if not install.python.exists():
+            raise CreateFailed(f"the installer finished but {install.python} does not exist")
+        report = verify(install.python) if verify is not None else None
+        if report is not None and any(
+            c.id == "verify.device" and c.status.value == "fail" for c in report.checks
+        ):
+            device = next(c for c in report.checks if c.id == "verify.device")
+            raise CreateFailed(
+                f"the new environment's torch does not work: {device.summary}\n{device.detail}"
+            )
+        _keep_specs(install)
+    except BaseException as exc:
+        done = undo.rollback_uninterrupted()
+        if isinstance(exc, OSError):  # a full disk, a folder that became read-only
+            where = f" ({exc.filename})" if exc.filename else ""
+            failed = CreateFailed(f"could not write the environment: {exc.strerror or exc}{where}")
+            failed.hint = "; ".join(done)
+            raise failed from None
+        if isinstance(exc, CreateFailed) and done:
+            exc.hint = "; ".join(done)
+        raise
+    # The new environment is complete: from here on it stays. What it replaced is renamed out of
+    # the way in one step, then deleted; a run killed during the deletion leaves only a
+    # .NAME.envkit-trash-<ts> folder, which the next run removes.
+    with deferred_signals():
+        trash = None
+        if undo.backup is not None:
+            trash = side_path(prefix, f"trash-{int(time.time())}")
+            os.replace(undo.backup, trash)
+        undo.backup = None
+        undo.created = False
+    if trash is not None:
+        shutil.rmtree(trash, ignore_errors=True)
+    shutil.rmtree(install.staging, ignore_errors=True)
+    return report
+
+
+def _keep_specs(install: Installation) -> None:
+    """The specs and the plan go into <prefix>/envkit/, so the environment says how it was made;
+    envkit/created.json marks it as one envkit made (what --force may replace)."""
+    target = install.prefix / "envkit"
+    target.mkdir(parents=True, exist_ok=True)
+    files = dict(install.spec_files)
+    files["plan.json"] = json.dumps(install.plan.to_json(), indent=2) + "\n"
+    files["commands.txt"] = "\n".join(s.shown() for s in install.steps) + "\n"
+    _write_staging(target, files)
+    write_atomic(install.prefix / MARKER, json.dumps(_marker(install), indent=2) + "\n")
+
+
+def _marker(install: Installation) -> dict[str, Any]:
+    from envkit import __version__
+
+    plan = install.plan
+    return {
+        "schema": MARKER_SCHEMA,
+        "envkit": __version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "backend": install.backend,
+        "torch": str(plan.torch),
+        "variant": plan.variant,
+        "python": str(plan.python) if plan.python else None,
+    }

@@ -1,0 +1,136 @@
+"""Decide everything ``envkit create`` will do before doing any of it: the template, the plan, the
+backend, the place, the spec files and the exact command lines (``--dry-run`` prints just this)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from envkit.commands.resolve import PlanFlags, make_plan
+from envkit.create.install import (
+    CONDA_FAMILY,
+    Installation,
+    backend_exe,
+    build_steps,
+    choose_backend,
+    default_prefix,
+    find_tool,
+)
+from envkit.create.place import check_name, check_prefix
+from envkit.errors import InputError
+from envkit.knowledge import load_knowledge
+from envkit.mirrors.choose import pip_args
+from envkit.specs.pip import pip_source, placeholder_values
+from envkit.specs.render import render_specs, spec_flags, spec_mirrors
+from envkit.specs.template import Template, builtin_dir, load_template
+
+if TYPE_CHECKING:
+    from envkit.system import System
+
+__all__ = ["CreateRequest", "prepare"]
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    name: Optional[str] = None
+    prefix: Optional[str] = None
+    template: Optional[str] = None
+    flags: PlanFlags = field(default_factory=PlanFlags)
+    backend: str = "auto"
+    mirrors: tuple[str, ...] = ()
+    wheelhouse: Optional[str] = None
+    offline: bool = False
+
+
+def _template(request: CreateRequest) -> Template:
+    """``--template``, else the built-in template named like the environment, else pt2."""
+    if request.template:
+        return load_template(request.template)
+    if request.name and (builtin_dir() / f"{request.name}.toml").is_file():
+        return load_template(request.name)
+    return load_template("pt2")
+
+
+def _format(system: System, request: CreateRequest, template: Template) -> str:
+    """conda for the conda family, pip otherwise; ``auto`` follows the template and --channel."""
+    if request.backend in CONDA_FAMILY:
+        return "conda"
+    if request.backend in ("uv", "venv"):
+        return "pip"
+    wants_conda = request.flags.channel == "conda" or template.channel == "conda"
+    installed = any(find_tool(system, n) for n in CONDA_FAMILY)
+    return "conda" if wants_conda and installed else "pip"
+
+
+def prepare(system: System, request: CreateRequest) -> Installation:
+    """Resolve and lay out the installation; nothing is written or run."""
+    if request.name is not None:
+        check_name(request.name)  # a name, never a path: `create ../envs --force` must not exist
+    if not request.name and not request.prefix:
+        raise InputError("give the environment a NAME or a --prefix PATH")
+    if request.offline and not request.wheelhouse:
+        raise InputError("--offline needs --wheelhouse DIR: the wheels have to come from somewhere")
+    if request.wheelhouse and not Path(request.wheelhouse).is_dir():
+        raise InputError(f"--wheelhouse {request.wheelhouse}: not a folder")
+    backend_exe(system, request.backend)  # an unknown or missing installer fails before resolving
+    template = _template(request)
+    fmt = _format(system, request, template)
+    plan = make_plan(system, spec_flags(template, request.flags, fmt))  # fmt decides the channel
+    backend, exe = choose_backend(system, request.backend, plan)
+    # abspath, not Path.absolute(): it folds `..` away, so `--prefix envs/..` names `.`'s parent's
+    # child, not a folder called "..".
+    given = Path(os.path.abspath(Path(request.prefix).expanduser())) if request.prefix else None
+    if given is not None:
+        check_prefix(given)
+    name = request.name or (given.name if given is not None else "")
+    prefix = given if given is not None else default_prefix(system, name, backend)
+    mirrors = spec_mirrors(list(request.mirrors), plan.variant) if request.mirrors else ()
+    k = load_knowledge()
+    spec_files = render_specs(plan, template, fmt, mirror=mirrors or None, env_name=name, knowledge=k)
+    # torch comes from where the written spec says (the same decision, with the real credentials).
+    by_kind = {m.kind: m for m in mirrors}
+    pypi_mirror = by_kind.get("pypi")
+    source = pip_source(
+        plan,
+        template,
+        k,
+        torch_mirror=by_kind.get("torch-wheels"),
+        pypi_mirror=pypi_mirror,
+        reveal_credentials=True,
+    )
+    pins = list(source.pins)
+    # The template's other packages come from PyPI (or its mirror) with torch held to the plan, so
+    # nothing can swap the build (a dependency that pins another torch then fails loudly).
+    spec_files["constraints.txt"] = "\n".join(pins) + "\n"
+    extra_index = list(pip_args(pypi_mirror, plan.variant, reveal_credentials=True)) if pypi_mirror else []
+    staging = prefix.with_name(f".{prefix.name}.envkit-spec")
+    python, steps = build_steps(
+        system,
+        backend=backend,
+        exe=exe,
+        prefix=prefix,
+        plan=plan,
+        torch_requirements=pins,
+        extra_pip=(*template.packages, *template.pip_packages),
+        staging=staging,
+        spec_files=spec_files,
+        torch_index=source.argv(),
+        extra_index=extra_index,
+        wheelhouse=str(Path(request.wheelhouse).absolute()) if request.wheelhouse else None,
+        offline=request.offline,
+        placeholders=placeholder_values(by_kind.get("torch-wheels"), pypi_mirror),
+    )
+    notes = [f"template {template.name} ({template.source})"]
+    return Installation(
+        name=name,
+        prefix=prefix,
+        backend=backend,
+        plan=plan,
+        steps=steps,
+        spec_files=spec_files,
+        staging=staging,
+        python=python,
+        notes=tuple(notes),
+    )

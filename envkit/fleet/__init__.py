@@ -1,0 +1,1 @@
+"""Many reports: the fleet view, the two-report diff, fingerprints."""

@@ -1,0 +1,333 @@
+"""``envkit fleet``: many nodes' saved reports side by side, and the odd node out.
+
+Each node is one ``envkit.report/1`` file (``envkit doctor --json > $(hostname).json`` on every
+node). The fleet view holds every check's status on every node, the most common value of each key
+fact (driver, GPU model and count, MIG, torch build and its CUDA, cuDNN, NCCL, triton, nvcc, Python,
+OS, kernel, NCCL_* variables), and every node that differs from it.
+
+What counts as failure (the exit code):
+
+- a node with a failing check: 1;
+- a node that differs in GPU count, GPU model or MIG mode: 1. It cannot run the job shape the rest
+  runs (torchrun --nproc-per-node, memory per rank), and 7 of 8 GPUs usually means one fell off
+  the bus; DCGM's diag fails on a GPU count mismatch too (``dcgmi diag -n gpu:N``);
+- a fleet split evenly on one of those (no majority to tell which nodes are odd): 1;
+- any other difference (driver, torch, NCCL, kernel, …) is reported but fails only with
+  ``strict``, as warnings do: a rolling driver update is a normal state of a fleet;
+- a report that cannot be read (truncated by a node that died mid-write, not JSON, not an
+  ``envkit.report/1``): the others are still compared and shown, the bad one is listed with the
+  reason, and the exit code is 1 (that node's health is unknown, so the fleet is not known
+  healthy). With ``strict`` it is 2 instead, an input error, as it would be for a single report.
+  When no report at all can be read there is nothing to compare: an input error (2).
+
+Ties are reported as ties: with 50 nodes on one driver and 50 on another, no node is "the odd one".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Optional
+
+from envkit import __version__
+from envkit._files import parse_json, read_text
+from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, InputError
+from envkit.fleet.fingerprint import ASPECTS, aspect, fingerprint, order, show
+from envkit.report import CheckResult, Report, Status, report_from_json
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "FLEET_SCHEMA",
+    "Deviation",
+    "Failure",
+    "Fleet",
+    "Majority",
+    "Node",
+    "Unreadable",
+    "build_fleet",
+    "load_fleet",
+    "natural_key",
+    "read_report",
+    "report_paths",
+]
+
+FLEET_SCHEMA: Final = "envkit.fleet/1"
+# Variables that must agree across the ranks of one job; other variables differ for good reasons.
+_FLEET_ENV: Final = ("NCCL_", "TORCH_NCCL_")
+_HINT: Final = "save one on each node with `envkit doctor --json > $(hostname).json`"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node: its report and its fleet key facts (key -> value, None where not found)."""
+
+    name: str
+    report: Report
+    facts: dict[str, Optional[str]]
+
+    def status(self, check_id: str) -> Optional[Status]:
+        """The check's status on this node; None where its report has no such check."""
+        result = self.result(check_id)
+        return None if result is None else result.status
+
+    def result(self, check_id: str) -> Optional[CheckResult]:
+        return next((c for c in self.report.checks if c.id == check_id), None)
+
+
+@dataclass(frozen=True)
+class Majority:
+    """The most common value of one key fact; ``tie`` when two or more values share the top count."""
+
+    key: str
+    value: Optional[str]  # None also when tie is True: there is no single most common value
+    nodes: int  # how many nodes have the value (the top count when tied)
+    total: int
+    tie: bool
+    values: tuple[tuple[Optional[str], int], ...]  # every value seen, most common first
+
+
+@dataclass(frozen=True)
+class Deviation:
+    """A node whose value of a key fact differs from the fleet's most common one."""
+
+    node: str
+    key: str
+    expected: Optional[str]
+    actual: Optional[str]
+    severity: Status  # FAIL for GPU count / model / MIG, WARN for the rest
+
+
+@dataclass(frozen=True)
+class Failure:
+    node: str
+    check: CheckResult
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A report file that could not be read, and why (the one-line message, naming the file)."""
+
+    path: str
+    error: str
+
+
+@dataclass(frozen=True)
+class Fleet:
+    nodes: tuple[Node, ...]
+    check_ids: tuple[str, ...]
+    majorities: tuple[Majority, ...]
+    deviations: tuple[Deviation, ...]
+    failures: tuple[Failure, ...]
+    notes: tuple[str, ...] = ()
+    unreadable: tuple[Unreadable, ...] = ()
+
+    def check_counts(self, check_id: str) -> dict[str, int]:
+        """pass / warn / fail / skip counts of one check across nodes, and ``missing`` reports."""
+        statuses = Counter(n.status(check_id) for n in self.nodes)
+        counts = {s.value: statuses.get(s, 0) for s in Status}
+        counts["missing"] = statuses.get(None, 0)
+        return counts
+
+    def failing_nodes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(f.node for f in self.failures))
+
+    def deviating_nodes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(d.node for d in self.deviations))
+
+    def splits(self) -> tuple[Majority, ...]:
+        return tuple(m for m in self.majorities if m.tie)
+
+    def exit_code(self, *, strict: bool = False) -> int:
+        """1 for a failing check, a GPU count / model / MIG difference or split, or an unreadable
+        report (2 for that with ``strict``); see the module doc."""
+        if self.unreadable:
+            return EXIT_USAGE if strict else EXIT_CHECK_FAILED
+        bad = {Status.FAIL, Status.WARN} if strict else {Status.FAIL}
+        if any(c.status in bad for n in self.nodes for c in n.report.checks):
+            return EXIT_CHECK_FAILED
+        if any(d.severity in bad for d in self.deviations):
+            return EXIT_CHECK_FAILED
+        if any(_severity(m.key) in bad for m in self.splits()):
+            return EXIT_CHECK_FAILED
+        return EXIT_OK
+
+    def summary(self, *, strict: bool = False) -> dict[str, Any]:
+        """The counts and the verdict (the JSON's "summary"; the terminal and HTML views say the same)."""
+        code = self.exit_code(strict=strict)
+        odd = set(self.failing_nodes()) | set(self.deviating_nodes())
+        return {
+            "nodes": len(self.nodes),
+            "healthy": sum(1 for n in self.nodes if n.name not in odd),
+            "failing": len(self.failing_nodes()),
+            "deviating": len(self.deviating_nodes()),
+            "splits": [m.key for m in self.splits()],
+            "unreadable": len(self.unreadable),
+            "status": "healthy" if code == EXIT_OK else "unhealthy",
+            "strict": strict,
+            "exit_code": code,
+        }
+
+    def to_json(self, *, strict: bool = False) -> dict[str, Any]:
+        return {
+            "schema": FLEET_SCHEMA,
+            "envkit_version": __version__,
+            "nodes": [
+                {
+                    "name": n.name,
+                    "host": n.report.host,
+                    "source": n.report.source,
+                    "created": n.report.created,
+                    "envkit_version": n.report.envkit_version,
+                    "exit_code": n.report.exit_code(strict=strict),
+                    "checks": {c.id: c.status.value for c in n.report.checks},
+                    "facts": n.facts,
+                }
+                for n in self.nodes
+            ],
+            "checks": [{"id": cid, **self.check_counts(cid)} for cid in self.check_ids],
+            "facts": [
+                {
+                    "key": m.key,
+                    "label": aspect(m.key).label,
+                    "majority": m.value,
+                    "nodes": m.nodes,
+                    "of": m.total,
+                    "tie": m.tie,
+                    "values": [{"value": v, "nodes": n} for v, n in m.values],
+                }
+                for m in self.majorities
+            ],
+            "deviations": [
+                {
+                    "node": d.node,
+                    "key": d.key,
+                    "expected": d.expected,
+                    "actual": d.actual,
+                    "severity": d.severity.value,
+                    "why": aspect(d.key).why,
+                }
+                for d in self.deviations
+            ],
+            "failures": [
+                {"node": f.node, "check": f.check.id, "summary": f.check.summary, "fix": f.check.fix}
+                for f in self.failures
+            ],
+            "notes": list(self.notes),
+            "unreadable": [{"path": u.path, "error": u.error} for u in self.unreadable],
+            "summary": self.summary(strict=strict),
+        }
+
+
+def natural_key(name: str) -> list[Any]:
+    """Sort node-2 before node-10: digit runs compare as numbers.
+
+    >>> sorted(["node-10", "node-2", "Node-1"], key=natural_key)
+    ['Node-1', 'node-2', 'node-10']
+    """
+    # re.split with a group alternates text and digit runs, so equal positions hold equal types.
+    return [int(part) if part.isdigit() else part.lower() for part in re.split(r"(\d+)", name)]
+
+
+def _severity(key: str) -> Status:
+    """How much a node that differs in ``key`` matters: FAIL for the job-shape facts, else WARN."""
+    return aspect(key).fleet or Status.WARN
+
+
+def _majority(key: str, values: Sequence[Optional[str]]) -> Majority:
+    counts = Counter(values)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0] is None, item[0] or ""))
+    top_value, top = ranked[0]
+    tie = len(ranked) > 1 and ranked[1][1] == top
+    return Majority(key, None if tie else top_value, top, len(values), tie, tuple(ranked))
+
+
+def _fleet_keys(prints: Sequence[dict[str, Optional[str]]]) -> list[str]:
+    keys = [a.key for a in ASPECTS.values() if a.fleet is not None]
+    env = {k for p in prints for k in p if k.startswith(tuple(f"env.{e}" for e in _FLEET_ENV))}
+    return keys + sorted(env, key=order)
+
+
+def build_fleet(reports: Sequence[tuple[str, Report]]) -> Fleet:
+    """The fleet view of ``(path, report)`` pairs; a node is named by its report's host, else its file."""
+    if not reports:
+        raise InputError("no reports to compare", hint=_HINT)
+    notes: list[str] = []
+    named: dict[str, tuple[str, Report]] = {}
+    for path, report in reports:
+        name = report.host or Path(path).stem
+        if name in named:
+            # The same host twice (a report saved twice, or two runs): both count, under distinct names.
+            notes.append(f"{name}: more than one report ({named[name][0]}, {path}); each counts as a node")
+            name = f"{name} ({path})"
+        named[name] = (path, report)
+    prints = {name: fingerprint(report.facts) for name, (_, report) in named.items()}
+    keys = _fleet_keys(list(prints.values()))
+    names = sorted(named, key=natural_key)
+    nodes = tuple(Node(n, named[n][1], {k: prints[n].get(k) for k in keys}) for n in names)
+    majorities = tuple(_majority(k, [n.facts[k] for n in nodes]) for k in keys)
+    deviations = [
+        Deviation(n.name, m.key, m.value, n.facts[m.key], _severity(m.key))
+        for m in majorities
+        if not m.tie
+        for n in nodes
+        if n.facts[m.key] != m.value
+    ]
+    rank = {n.name: i for i, n in enumerate(nodes)}
+    deviations.sort(key=lambda d: (d.severity is not Status.FAIL, order(d.key), rank[d.node]))
+    check_ids = tuple(dict.fromkeys(c.id for n in nodes for c in n.report.checks))
+    failures = tuple(Failure(n.name, c) for n in nodes for c in n.report.checks if c.status is Status.FAIL)
+    for m in majorities:
+        if m.tie:
+            split = ", ".join(f"{show(m.key, v)} on {c}" for v, c in m.values)
+            notes.append(f"{m.key}: no majority ({split}); no node is singled out")
+    return Fleet(nodes, check_ids, majorities, tuple(deviations), failures, tuple(notes))
+
+
+def report_paths(args: Sequence[str]) -> list[str]:
+    """The report files named: files as given, folders as their ``*.json`` files (sorted)."""
+    if not args:
+        raise InputError("give the report files (or folders of them) to compare", hint=_HINT)
+    paths: list[str] = []
+    for arg in args:
+        folder = Path(arg)
+        if folder.is_dir():
+            found = sorted(str(p) for p in folder.glob("*.json") if p.is_file())
+            if not found:
+                raise InputError(f"{arg}: no *.json reports in this folder", hint=_HINT)
+            paths += found
+        else:
+            paths.append(arg)
+    return paths
+
+
+def read_report(path: str) -> Report:
+    """Read one saved ``envkit.report/1`` file; InputError names the file and what is wrong with it."""
+    text = read_text(path, hint=_HINT)
+    try:
+        data = parse_json(text, path)
+    except ValueError as exc:
+        raise InputError(f"{path}: not an envkit report (invalid JSON: {exc})", hint=_HINT) from None
+    return report_from_json(data, path)
+
+
+def load_fleet(args: Sequence[str]) -> Fleet:
+    """Read every report named (files or folders) and build the fleet view of those that can be
+    read; the others are listed in ``Fleet.unreadable``. InputError when none can be read."""
+    paths = report_paths(args)
+    good: list[tuple[str, Report]] = []
+    bad: list[Unreadable] = []
+    for path in paths:
+        try:
+            good.append((path, read_report(path)))
+        except InputError as exc:
+            bad.append(Unreadable(path, exc.message))
+    if not good:
+        if len(bad) == 1:
+            raise InputError(bad[0].error, hint=_HINT)
+        raise InputError(f"none of the {len(bad)} reports can be read; the first: {bad[0].error}", hint=_HINT)
+    return dataclasses.replace(build_fleet(good), unreadable=tuple(bad))

@@ -1,0 +1,1 @@
+"""The network side of package indexes: choosing and probing mirrors, the cache, HTTP."""

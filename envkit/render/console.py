@@ -1,0 +1,219 @@
+"""Reports for people (rich) and for programs (JSON). The only core module that imports rich."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from rich.text import Text
+
+from envkit.checks import AREAS
+from envkit.checks._common import and_list, plural
+from envkit.render.terminal import printable
+from envkit.report import ASCII_GLYPHS, GLYPHS, CheckResult, Report, Status
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from envkit.resolve import Plan
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from envkit.facts import Facts
+
+__all__ = ["glyphs_for", "render_checks", "render_mirrors", "render_plan", "render_report", "safe_console"]
+
+# Check ids are padded to one column ("torch.cpu_build_on_gpu" is the longest).
+ID_WIDTH: Final = 23
+STYLES: Final = {
+    Status.PASS: "green",
+    Status.WARN: "yellow",
+    Status.FAIL: "bold red",
+    Status.SKIP: "dim",
+}
+
+
+class _SafeConsole:
+    """A console whose ``print`` shows control characters instead of sending them (envkit.render.terminal):
+    the strings shown come from reports and files made elsewhere. Strings are printed as plain
+    text, never as rich markup, so ``[red]`` in a GPU name stays ``[red]``."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        self._console.print(*(_safe(o) for o in objects), **options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._console, name)
+
+
+def _safe(item: Any) -> Any:
+    if isinstance(item, Text):
+        text = item.copy()
+        text.plain = printable(text.plain)  # one character for one: the styled spans stay in place
+        return text
+    if isinstance(item, str):
+        return Text(printable(item))
+    return item
+
+
+def safe_console(console: Console) -> Console:
+    """``console`` for untrusted text: every Text and string printed through it is made printable."""
+    return console if isinstance(console, _SafeConsole) else cast("Console", _SafeConsole(console))
+
+
+def glyphs_for(console: Console) -> dict[Status, str]:
+    """The status marks this console can print: ✓ ! ✗ – on UTF-8, ASCII elsewhere."""
+    return GLYPHS if (console.encoding or "").lower().startswith("utf") else ASCII_GLYPHS
+
+
+def _facts_lines(facts: Facts) -> list[str]:
+    lines = []
+    driver = facts.driver
+    if driver.version is not None:
+        cuda = f" (CUDA {driver.cuda_version})" if driver.cuda_version else ""
+        gpus = ""
+        if facts.gpus:
+            names: dict[str, int] = {}
+            for g in facts.gpus:
+                label = f"{g.name or 'unknown GPU'}" + (
+                    f" (CC {g.compute_capability})" if g.compute_capability else ""
+                )
+                names[label] = names.get(label, 0) + 1
+            gpus = " · " + and_list([f"{n} × {label}" for label, n in names.items()])
+        lines.append(f"driver {driver.version}{cuda}{gpus}")
+    else:
+        lines.append("no NVIDIA driver")
+    if facts.toolkits:
+        lines.append("toolkits: " + and_list([f"nvcc {t.version or '?'} ({t.nvcc})" for t in facts.toolkits]))
+    py = facts.python
+    if py is not None:
+        version = f"python {py.version}" if py.version else "python"
+        lines.append(f"{version} {py.executable} (chosen by {py.selected_by})")
+    torch = facts.torch
+    if torch.installed:
+        build = f"CUDA {torch.cuda}" if torch.cuda else "ROCm" if torch.hip else "CPU"
+        lines.append(f"torch {torch.version or '?'} ({build})")
+    return lines
+
+
+def _result(result: CheckResult, verbose: bool, glyphs: dict[Status, str]) -> Text:
+    text = Text("  ")
+    text.append(f"{glyphs[result.status]} ", style=STYLES[result.status])
+    text.append(f"{result.id:<{ID_WIDTH}}", style="bold")
+    text.append(" " + result.summary)
+    if result.detail and (verbose or result.status in (Status.FAIL, Status.WARN)):
+        shown = result.detail.splitlines() if verbose else result.detail.splitlines()[:3]
+        for line in shown:
+            text.append("\n      " + line, style="dim")
+    if result.fix and result.status in (Status.FAIL, Status.WARN):
+        for i, line in enumerate(result.fix.splitlines()):
+            text.append("\n      " + ("fix: " if i == 0 else "     "), style="cyan")
+            text.append(line)
+    return text
+
+
+def render_report(
+    report: Report,
+    console: Console,
+    *,
+    verbose: bool = False,
+    strict: bool = False,
+    title: str = "envkit doctor",
+) -> None:
+    """Print the report grouped by area: one line per check, the fix under every warn/fail."""
+    console = safe_console(console)
+    glyphs = glyphs_for(console)
+    header = Text(title, style="bold")
+    where = report.source or report.host or "this machine"
+    header.append(f" — {where}", style="dim")
+    console.print(header)
+    for line in _facts_lines(report.facts):
+        console.print(Text("  " + line, style="dim"))
+    for note in report.facts.notes:
+        console.print(Text(f"  note: {note}", style="yellow"))
+    by_area: dict[str, list[CheckResult]] = {}
+    for result in report.checks:
+        by_area.setdefault(result.area, []).append(result)
+    order = list(AREAS) + [a for a in by_area if a not in AREAS]
+    for area in order:
+        if area not in by_area:
+            continue
+        console.print()
+        console.print(Text(AREAS.get(area, area), style="bold underline"))
+        for result in by_area[area]:
+            console.print(_result(result, verbose, glyphs))
+    counts = report.counts()
+    console.print()
+    parts = [f"{counts['pass']} passed"]
+    if counts["warn"]:
+        parts.append(plural(counts["warn"], "warning"))
+    if counts["fail"]:
+        parts.append(f"{counts['fail']} failed")
+    if counts["skip"]:
+        parts.append(f"{counts['skip']} skipped")
+    verdict = "healthy" if report.exit_code(strict=strict) == 0 else "unhealthy"
+    style = "green" if verdict == "healthy" else "bold red"
+    tally = Text(f"{plural(len(report.checks), 'check')}: {', '.join(parts)} — ")
+    tally.append(verdict, style=style)
+    if report.duration_s is not None:
+        tally.append(f" ({report.duration_s:.2f} s)", style="dim")
+    console.print(tally)
+
+
+def render_plan(plan: Plan, console: Console, *, explain: bool = False) -> None:
+    """The chosen build, its install command, warnings, and (--explain) what was passed over."""
+    console = safe_console(console)
+    header = Text("envkit resolve", style="bold")
+    header.append(f" — {plan.target.describe()} ({plan.target.described_by})", style="dim")
+    console.print(header)
+    cuda = f"CUDA {plan.cuda}" if plan.cuda else "CPU only" if plan.variant == "cpu" else plan.variant
+    line = Text("  torch ")
+    line.append(f"{plan.torch}", style="bold green")
+    line.append(f" + {plan.variant} ({cuda}) · torchvision {plan.torchvision} · torchaudio {plan.torchaudio}")
+    if plan.python:
+        line.append(f" · Python {plan.python}")
+    console.print(line)
+    if plan.conda is not None:
+        console.print(Text(f"  {plan.conda_command()}", style="cyan"))
+    else:
+        console.print(Text(f"  {plan.pip_command()}", style="cyan"))
+    for warning in plan.warnings:
+        console.print(Text(f"  ! {warning}", style="yellow"))
+    if explain:
+        console.print()
+        if plan.rejected:
+            console.print(Text("Passed over (newest first):", style="bold"))
+            for rejection in plan.rejected:
+                console.print(Text(f"  {rejection.candidate}: {rejection.reason}"))
+        else:
+            console.print(Text("Nothing newer was passed over.", style="dim"))
+
+
+def render_mirrors(table: dict[str, Any], console: Console) -> None:
+    """One line per mirror (kind, name, URL, what it carries), its caveat, and its probe result."""
+    console = safe_console(console)
+    for row in table["mirrors"]:
+        carries = ", ".join(row["variants"] or row["channels"]) or "-"
+        line = Text(f"{row['kind']:13s}", style="dim")
+        line.append(f"{row['name']:14s}", style="bold")
+        line.append(f"{row['url']}  ({row['layout']}, {row['region']}; carries {carries})")
+        console.print(line)
+        probe = row.get("probe")
+        if probe is not None:
+            if probe["ok"]:
+                console.print(Text(f"{'':27s}✓ {probe['elapsed_s']:.2f} s", style="green"))
+            else:
+                console.print(Text(f"{'':27s}✗ {probe['error']}", style="red"))
+        if row["caveats"]:
+            console.print(Text(f"{'':27s}{row['caveats']}", style="dim"))
+
+
+def render_checks(checks: Sequence[CheckResult], console: Console, *, title: str) -> None:
+    """A flat list of check results (e.g. ``envkit spec --check``), each with its fix."""
+    console = safe_console(console)
+    glyphs = glyphs_for(console)
+    console.print(Text(title, style="bold"))
+    for result in checks:
+        console.print(_result(result, False, glyphs))

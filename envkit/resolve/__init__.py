@@ -1,0 +1,426 @@
+"""The resolver: a pure function ``(Target, Request) -> Plan``, or NoBuildError listing every
+rejected candidate with its reason and the nearest ways out.
+
+A candidate is a torch release and a wheel variant (cu121, cpu, …). It fits when
+
+- the platform has that wheel, the channel publishes the release, Python is in its range;
+- the driver runs the variant: at least the minor-version-compatibility floor of its CUDA major
+  (NVIDIA's Table 2; 525.60.13 for 12.x, 580.65.06 for 13.x);
+- every GPU is covered by the build's architectures (SASS of the same major, or PTX);
+- the driver branch still supports every GPU (R580 is the last for Maxwell/Pascal/Volta) and is new
+  enough for it (Blackwell needs R570).
+
+``auto`` takes the newest release that has a fitting variant. Among its fitting variants it takes
+the newest whose own toolkit driver (Table 3) the driver meets, so PTX JIT and Triton work; when
+none does, the oldest fitting one, whose gap is the smallest, with a warning. That keeps plans
+monotonic: a newer driver never gets an older variant. Variants pytorch.org does not offer
+(``unlisted``) come after the ones it does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Optional
+
+from envkit.errors import NoBuildError
+from envkit.knowledge import Knowledge, Release, variant_cuda
+from envkit.resolve.plan import (
+    PLAN_SCHEMA,
+    PYTORCH_INDEX,
+    CondaSpec,
+    CudaRequest,
+    Plan,
+    Rejection,
+    Request,
+    parse_cuda_request,
+    parse_torch_spec,
+)
+from envkit.resolve.target import is_jetson
+from envkit.versions import NvVersion, Version
+
+if TYPE_CHECKING:
+    from envkit.resolve.target import Target
+
+__all__ = [
+    "PLAN_SCHEMA",
+    "CondaSpec",
+    "CudaRequest",
+    "Plan",
+    "Rejection",
+    "Request",
+    "parse_cuda_request",
+    "parse_torch_spec",
+    "resolve",
+]
+
+# Order in which a candidate's failures are reported: the request first, then the machine.
+RULES: Final = ("torch", "cuda", "channel", "platform", "python", "gpu_driver", "driver", "arch")
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    release: Release
+    variant: str
+    route: str  # "pip" | "pytorch-channel" | "conda-forge"
+    failures: tuple[tuple[str, str], ...]  # (rule, reason)
+    risk: Optional[str]  # a warning when it runs only through minor-version compatibility
+    needed_driver: Optional[NvVersion] = None  # the floor it failed, when it failed on the driver
+
+    @property
+    def name(self) -> str:
+        return f"{self.release.torch}+{self.variant}"
+
+    @property
+    def fits(self) -> bool:
+        return not self.failures
+
+    @property
+    def listed(self) -> bool:
+        return self.variant not in self.release.unlisted
+
+
+def _conda_routes(k: Knowledge, release: Release) -> list[tuple[str, list[str]]]:
+    """The conda routes that publish ``release`` and the variants each offers."""
+    routes = []
+    if release.conda_pytorch_cuda and release.torch <= k.conda.pytorch_last_release:
+        variants = [f"cu{v.major}{v.minor}" for v in release.conda_pytorch_cuda] + ["cpu"]
+        routes.append(("pytorch-channel", variants))
+    if release.torch in k.conda.forge_releases:
+        routes.append(("conda-forge", list(release.variants.get("linux-x86_64", ()))))
+    return routes
+
+
+class _Evaluator:
+    def __init__(self, k: Knowledge, target: Target, request: Request) -> None:
+        self.k = k
+        self.target = target
+        self.request = request
+        self.windows = target.platform.startswith("windows")
+        # The GPUs against the driver: the same for every CUDA candidate.
+        self.gpu_driver_failures = self._gpu_driver_failures()
+
+    def candidates(self) -> list[_Candidate]:
+        found = []
+        for release in self.k.releases:
+            offered: dict[str, str] = {}
+            for variant in release.variants.get(self.target.platform, ()):
+                offered[variant] = "pip"
+            if self.request.channel == "conda":
+                conda_offered: dict[str, str] = {}
+                for route, variants in _conda_routes(self.k, release):
+                    for variant in variants:
+                        conda_offered.setdefault(variant, route)
+                # A release conda does not publish is still evaluated (for the ways out).
+                offered = conda_offered or dict.fromkeys(offered, "none")
+            if self.request.cuda.kind == "exact" and self.request.cuda.variant not in offered:
+                offered[str(self.request.cuda.variant)] = "missing"
+            for variant, route in offered.items():
+                if variant.startswith("rocm") and self.request.cuda.kind != "exact":
+                    continue
+                found.append(self._evaluate(release, variant, route))
+        return found
+
+    def _evaluate(self, release: Release, variant: str, route: str) -> _Candidate:
+        failures: list[tuple[str, str]] = []
+        t, req = self.target, self.request
+        if req.torch is not None and not req.torch.contains(release.torch):
+            failures.append(("torch", f"torch {release.torch} is outside --torch {req.torch}"))
+        if not req.cuda.admits(variant, t):
+            want = (
+                "a CUDA build (this machine has an NVIDIA GPU)"
+                if t.has_nvidia and req.cuda.kind == "auto"
+                else f"--cuda {req.cuda}"
+            )
+            if req.cuda.kind == "auto" and not t.has_nvidia:
+                want = "the CPU build (no NVIDIA GPU or driver on the target)"
+            failures.append(("cuda", f"{variant} is not {want}"))
+        if route == "none":
+            forge = ", ".join(str(v) for v in self.k.conda.forge_releases) or "none"
+            failures.append(
+                (
+                    "channel",
+                    (
+                        f"torch {release.torch} is not published for conda (pytorch channel "
+                        f"≤ {self.k.conda.pytorch_last_release}; conda-forge releases envkit "
+                        f"knows: {forge})"
+                    ),
+                )
+            )
+        if route == "missing":
+            have = ", ".join(release.variants.get(t.platform, ())) or "none"
+            where = "conda" if req.channel == "conda" else t.platform
+            failures.append(
+                (
+                    "platform",
+                    f"torch {release.torch} has no {variant} build for {where} (it has {have})",
+                )
+            )
+        pythons = release.python_on(t.platform)
+        if t.python is not None and t.python not in pythons:
+            span = f"{pythons[0]}–{pythons[-1]}"
+            failures.append(
+                (
+                    "python",
+                    f"no wheels for Python {t.python} (torch {release.torch} supports {span})",
+                )
+            )
+        risk = needed = None
+        cuda = variant_cuda(variant)
+        if cuda is not None:
+            failures += self.gpu_driver_failures
+            driver_fail, risk, needed = self._driver(cuda)
+            failures += driver_fail
+            failures += self._arch(release, variant)
+        ordered = tuple(sorted(failures, key=lambda f: RULES.index(f[0])))
+        return _Candidate(release, variant, route, ordered, risk, needed)
+
+    def _gpu_driver_failures(self) -> list[tuple[str, str]]:
+        driver = self.target.checked_driver
+        if driver is None:
+            return []
+        failures = []
+        for gpu in self.target.gpus:
+            for rule in self.k.driver_rules:
+                if not rule.applies(gpu.cc):
+                    continue
+                if rule.last_branch is not None and driver.major > rule.last_branch:
+                    failures.append(
+                        (
+                            "gpu_driver",
+                            (
+                                f"driver {driver} no longer supports {gpu.label}: "
+                                f"R{rule.last_branch} is the last branch for {rule.what}"
+                            ),
+                        )
+                    )
+                if rule.first_branch is not None and driver.major < rule.first_branch:
+                    failures.append(
+                        (
+                            "gpu_driver",
+                            (
+                                f"{gpu.label} needs driver R{rule.first_branch} or newer "
+                                f"({rule.what}); this is {driver}"
+                            ),
+                        )
+                    )
+        return failures
+
+    def _driver(self, cuda: Version) -> tuple[list[tuple[str, str]], Optional[str], Optional[NvVersion]]:
+        """(failures, the PTX-JIT risk warning, the floor that was not met) for one CUDA version."""
+        driver = self.target.checked_driver
+        if driver is None:
+            return [], None, None
+        floor, own = self.k.driver_floors(cuda, windows=self.windows)
+        if floor is not None and driver < floor:
+            return [("driver", f"driver {driver} < {floor} needed by CUDA {cuda.major}.x")], None, floor
+        if own is not None and driver < own:
+            risk = (
+                f"driver {driver} is older than {own}, the driver CUDA {cuda} shipped with: "
+                "it runs through minor-version compatibility, but PTX JIT (torch.compile / "
+                "Triton kernels, GPUs without SASS in the wheel) may fail with 'the provided PTX "
+                f"was compiled with an unsupported toolchain'; a driver ≥ {own} avoids it"
+            )
+            return [], risk, None
+        return [], None, None
+
+    def _arch(self, release: Release, variant: str) -> list[tuple[str, str]]:
+        if not self.target.gpus:
+            return []
+        row = self.k.arch_for(release, variant, self.target.platform, or_linux=True)
+        if row is None:
+            return [("arch", f"envkit has no architecture list for torch {release.torch} {variant}")]
+        return [
+            (
+                "arch",
+                (
+                    f"{gpu.label} is not in the {variant} build of torch {release.torch} "
+                    f"(built for {' '.join(row.names())})"
+                ),
+            )
+            for gpu in self.target.gpus
+            if not row.covers(gpu.cc)
+        ]
+
+
+def _rank(candidates: list[_Candidate]) -> _Candidate:
+    safe = [c for c in candidates if c.risk is None]
+    if safe:
+        return max(safe, key=lambda c: (c.listed, variant_cuda(c.variant) or Version("0")))
+    return min(candidates, key=lambda c: (not c.listed, variant_cuda(c.variant) or Version("0")))
+
+
+def resolve(k: Knowledge, target: Target, request: Request) -> Plan:
+    """Pick the torch build for ``target``; NoBuildError says why none fits and what would."""
+    evaluator = _Evaluator(k, target, request)
+    candidates = evaluator.candidates()
+    admitted = [c for c in candidates if not any(rule in ("torch", "cuda") for rule, _ in c.failures)]
+    by_release: dict[Version, list[_Candidate]] = {}
+    for cand in admitted:
+        by_release.setdefault(cand.release.torch, []).append(cand)
+    # Variants pytorch.org does not offer are used only when asked for, or when nothing else fits.
+    passes = [True] if request.cuda.kind == "exact" else [False, True]
+    for allow_unlisted in passes:
+        for version in sorted(by_release, reverse=True):
+            fitting = [c for c in by_release[version] if c.fits and (c.listed or allow_unlisted)]
+            if not fitting:
+                continue
+            chosen = _rank(fitting)
+            rejected = [
+                Rejection(c.name, c.failures[0][1])
+                for c in admitted
+                if c.release.torch >= version and not c.fits
+            ]
+            return _plan(k, target, request, chosen, rejected)
+    raise NoBuildError(
+        _no_build_message(target, request, admitted, candidates),
+        hint=_ways_out(candidates, target, request),
+    )
+
+
+def _plan(
+    k: Knowledge, target: Target, request: Request, chosen: _Candidate, rejected: list[Rejection]
+) -> Plan:
+    release = chosen.release
+    warnings = [chosen.risk] if chosen.risk else []
+    if not chosen.listed:
+        warnings.append(
+            f"{chosen.variant} wheels of torch {release.torch} are on the index but not in "
+            "pytorch.org's install matrix"
+        )
+    if chosen.variant.startswith("cu") and not target.has_nvidia:
+        warnings.append(
+            "planning a CUDA build without a driver to check: the machines that run it need a "
+            f"driver for CUDA {variant_cuda(chosen.variant)}"
+        )
+    if is_jetson(target.driver):
+        warnings.append(
+            f"driver {target.driver} looks like a Jetson (L4T) release: its torch wheels come "
+            "from NVIDIA's Jetson index, not checked here"
+        )
+    python = target.python
+    # PyPI's macOS wheels are the only macOS builds (no local tag, no index folder).
+    index_url = None if target.platform.startswith("macos") else f"{PYTORCH_INDEX}/{chosen.variant}"
+    conda = None
+    if request.channel == "conda":
+        conda = _conda_spec(k, chosen, python)
+        if chosen.route == "conda-forge":
+            warnings.append(
+                "conda-forge picks the CUDA minor through the __cuda virtual package; its builds' "
+                "architecture lists are taken to match the pip wheels'"
+            )
+    return Plan(
+        torch=release.torch,
+        torchvision=release.torchvision,
+        torchaudio=release.torchaudio,
+        triton=release.triton,
+        variant=chosen.variant,
+        cuda=variant_cuda(chosen.variant),
+        python=python,
+        channel=request.channel,
+        platform=target.platform,
+        index_url=index_url,
+        conda=conda,
+        warnings=tuple(warnings),
+        rejected=tuple(rejected),
+        target=target,
+    )
+
+
+def _conda_spec(k: Knowledge, chosen: _Candidate, python: Optional[Version]) -> CondaSpec:
+    release = chosen.release
+    deps = [f"python={python}"] if python else []
+    cuda = variant_cuda(chosen.variant)
+    if chosen.route == "pytorch-channel":
+        deps += [
+            f"pytorch={release.torch}",
+            f"torchvision={release.torchvision}",
+            f"torchaudio={release.torchaudio}",
+        ]
+        deps.append(f"pytorch-cuda={cuda}" if cuda else k.conda.cpu_package)
+        return CondaSpec((*k.conda.pytorch_channels, "defaults"), tuple(deps), "pytorch-channel")
+    # conda-forge: the build string forces the CUDA (or CPU) build, the CUDA major is pinned and the
+    # __cuda virtual package guards the minor (conda-forge.org/docs/user/cuda); envkit spec writes
+    # the same lines.
+    deps.append(f"pytorch={release.torch}={'cuda*' if cuda else 'cpu*'}")
+    if cuda is not None:
+        deps.append(f"{k.conda.forge_cuda_selector}={cuda.major}")
+    deps += ["torchvision", "torchaudio"]
+    return CondaSpec((k.conda.forge_channel,), tuple(deps), "conda-forge")
+
+
+def _no_build_message(
+    target: Target, request: Request, admitted: list[_Candidate], everything: list[_Candidate]
+) -> str:
+    """One line for the request, then the reasons: what the machine rules out first, then the
+    releases that lack the requested build, folded into one line."""
+    pool = admitted or everything
+    lines = [
+        f"no torch build fits {target.describe()} for --cuda {request.cuda}"
+        + (f" --torch {request.torch}" if request.torch else "")
+        + f" ({request.channel})"
+    ]
+    missing = [c for c in pool if c.failures[0][0] in ("platform", "channel")]
+    shown: list[str] = []
+    seen: set[str] = set()
+    for cand in pool:
+        if cand in missing:
+            continue
+        rule, reason = cand.failures[0]
+        key = reason if rule in ("driver", "gpu_driver", "python") else cand.name
+        if key not in seen:
+            seen.add(key)
+            shown.append(f"  {cand.name}: {reason}")
+    lines += shown[:8]
+    if len(shown) > 8:
+        lines.append(f"  … and {len(shown) - 8} more (--json lists them all)")
+    for rule, what in (
+        ("platform", f"no {request.cuda} build for {target.platform}"),
+        ("channel", "not on conda"),
+    ):
+        versions = sorted({c.release.torch for c in missing if c.failures[0][0] == rule})
+        if versions:
+            span = str(versions[0]) if len(versions) == 1 else f"{versions[0]} … {versions[-1]}"
+            lines.append(f"  torch {span} ({len(versions)} releases): {what}")
+    return "\n".join(lines)
+
+
+def _ways_out(candidates: list[_Candidate], target: Target, request: Request) -> str:
+    """The nearest ways out: for each single rule, the newest candidate that fails only on it."""
+    ways = []
+    only: dict[str, _Candidate] = {}
+    # Newest first, listed before unlisted, and for "--cuda" a CUDA build before the CPU one.
+    order = sorted(
+        candidates,
+        key=lambda c: (variant_cuda(c.variant) is not None, c.listed, c.release.torch),
+        reverse=True,
+    )
+    for cand in order:
+        rules = {r for r, _ in cand.failures}
+        if len(rules) == 1:
+            only.setdefault(rules.pop(), cand)
+    driver_only = [c for c in candidates if {r for r, _ in c.failures} == {"driver"} and c.needed_driver]
+    if driver_only:
+        # The smallest upgrade that gives a build; among equal floors, the newest listed torch.
+        best = min(c.needed_driver for c in driver_only if c.needed_driver)
+        cand = max(
+            (c for c in driver_only if c.needed_driver == best), key=lambda c: (c.listed, c.release.torch)
+        )
+        ways.append(f"upgrade the driver to ≥ {best} (for torch {cand.name})")
+    if "gpu_driver" in only:
+        ways.append(only["gpu_driver"].failures[0][1])
+    if "cuda" in only:
+        cand = only["cuda"]
+        cuda = variant_cuda(cand.variant)
+        ways.append(f"--cuda {cuda or cand.variant} (torch {cand.name} fits)")
+    if "torch" in only:
+        ways.append(f"widen --torch: torch {only['torch'].name} fits")
+    if "python" in only:
+        cand = only["python"]
+        ways.append(f"use Python {cand.release.python_on(target.platform)[-1]} (torch {cand.name} fits)")
+    if "channel" in only:
+        ways.append(f"--channel pip (torch {only['channel'].name} fits)")
+    if "arch" in only and not ways:
+        ways.append("no wheel of the requested releases has code for these GPUs")
+    if request.cuda.kind != "cpu" and target.has_nvidia and "cuda" not in only:
+        ways.append("--cuda cpu for a CPU-only build")
+    return "; or ".join(ways) if ways else ""

@@ -1,0 +1,110 @@
+"""envkit lock: conda-lock's command line, and a fast, clear failure without the network."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from envkit.commands.resolve import PlanFlags
+from envkit.create.lock import LockFailed, LockJob, lock, prepare_lock
+from envkit.system import System
+from tests.conftest import write_program
+
+H100_535 = PlanFlags(driver="535.104.05", gpus=("sm_90",), python="3.11", platform="linux-x86_64")
+
+
+def system_with(tmp_path: Path, *programs: str) -> System:
+    for name in programs:
+        write_program(tmp_path / "bin", name, "")
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    return System(env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)})
+
+
+def test_command_line_and_inputs(tmp_path: Path) -> None:
+    job = prepare_lock(system_with(tmp_path, "conda-lock"), "pt2", H100_535, out_dir=str(tmp_path / "out"))
+    assert job.argv == (
+        str(tmp_path / "bin" / "conda-lock"),
+        "lock",
+        "--file",
+        "environment.yml",
+        "--virtual-package-spec",
+        "virtual-packages.yml",
+        "--lockfile",
+        str(tmp_path / "out" / "conda-lock.yml"),
+        "--platform",
+        "linux-64",
+    )
+    assert (
+        '__cuda: "12.2"' in job.inputs["virtual-packages.yml"]
+    )  # driver 535 runs CUDA 12.2, not conda-lock's 11.4
+    assert job.channels == ("conda-forge",)
+
+
+def test_several_platforms_and_a_bad_one(tmp_path: Path) -> None:
+    system = system_with(tmp_path, "conda-lock")
+    job = prepare_lock(system, "pt2-minimal", H100_535, platforms=("linux-64", "linux-aarch64"))
+    assert job.argv[-4:] == ("--platform", "linux-64", "--platform", "linux-aarch64")
+    from envkit.errors import InputError
+
+    with pytest.raises(InputError, match="--lock-platform win-32"):
+        prepare_lock(system, "pt2-minimal", H100_535, platforms=("win-32",))
+
+
+def test_without_network_it_fails_within_seconds(tmp_path: Path) -> None:
+    # The conda channels are unreachable from these machines: a clear failure, not a retry loop.
+    system = system_with(tmp_path, "conda-lock")
+    job = prepare_lock(system, "pt2", H100_535, out_dir=str(tmp_path))
+    start = time.monotonic()
+    with pytest.raises(LockFailed) as info:
+        lock(system, job)
+    assert time.monotonic() - start < 10
+    assert info.value.message.startswith(
+        "cannot lock: the conda channels do not answer (https://conda.anaconda.org/conda-forge/"
+    )
+    assert not (tmp_path / "conda-lock.yml").exists()
+
+
+def test_cli_exit_code_and_one_clear_message(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "envkit",
+            "lock",
+            "pt2",
+            "--driver",
+            "535.104.05",
+            "--gpu",
+            "sm_90",
+            "--python",
+            "3.11",
+            "--platform",
+            "linux-x86_64",
+            "-o",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("envkit: cannot lock: the conda channels do not answer")
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_failure_message_carries_no_credentials(tmp_path: Path) -> None:
+    """conda-lock echoes a private pip repository's URL, token and all: LockFailed does not."""
+    token = "s3cret-t0ken"
+    said = f"ERROR: https://alice:{token}@pkgs.corp/simple/torch/ answered 401\nPIP_INDEX_URL=https://alice:{token}@pkgs.corp"
+    exe = write_program(tmp_path / "bin", "conda-lock", said, rc=1)
+    job = LockJob((str(exe), "lock", "--file", "environment.yml"), tmp_path / "conda-lock.yml", (), {})
+    with pytest.raises(LockFailed) as info:
+        lock(system_with(tmp_path), job)
+    text = info.value.message + info.value.hint + str(info.value)
+    assert "conda-lock failed" in text and "exited with 1" in text
+    assert token not in text
+    assert "https://***@pkgs.corp/simple/torch/ answered 401" in text  # the line is kept, redacted
