@@ -1,9 +1,8 @@
 """The command line. The only module that imports typer; each command parses, calls the core,
 renders and returns an exit code.
 
-Exit codes: 0 healthy / done · 1 a check failed (with --strict, a warning too) · 2 usage or input
-error · 3 no build satisfies the request · 70 internal error (traceback in a log file) · 130
-interrupted.
+The exit codes are envkit.errors.EXIT_CODES. One handler (``_Guarded``, the app's command group)
+turns every way any command ends into its code, with one line on stderr.
 """
 
 from __future__ import annotations
@@ -15,23 +14,85 @@ import platform
 import sys
 import traceback
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional, TypeVar
+from typing import Annotated, Any, Callable, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from envkit import __version__
-from envkit.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EnvkitError
+from envkit.errors import EXIT_CHECK_FAILED, EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EnvkitError
 from envkit.render.jsonout import print_json
 
-F = TypeVar("F", bound=Callable[..., Any])
 
-HELP = """Get PyTorch 2 working on NVIDIA GPUs, and prove it.
+def _exit_code_lines() -> str:
+    """EXIT_CODES for --help, one code a line, wrapped under its meaning: a paragraph that starts
+    with "\\b" click prints as it is (it rewraps the others)."""
+    import textwrap
 
-Exit codes: 0 healthy/done · 1 a check failed (--strict: or warned) · 2 usage or input error ·
-3 no build satisfies the request · 70 internal error (traceback in a log file) · 130 interrupted.
-"""
+    lines = ["\b", "Exit codes:"]
+    for code, meaning in EXIT_CODES:
+        lines += textwrap.wrap(
+            meaning.replace("`", ""), width=76, initial_indent=f"  {code:<4} ", subsequent_indent=" " * 7
+        )
+    return "\n".join(lines)
+
+
+HELP = "Get PyTorch 2 working on NVIDIA GPUs, and prove it.\n\n" + _exit_code_lines()
+
+# Usage errors, --help and typer.Exit are typer's to print and to exit with (2, 0, the code given):
+# click's exception classes, which typer 0.28 vendors (typer._click) and older releases import.
+_TYPER_ENDINGS: tuple[type[BaseException], ...] = (
+    typer.Exit,
+    typer.Abort,
+    next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"),
+)
+
+
+def _guarded(call: Callable[[], Any]) -> int:
+    """Run a command and turn every way it can end into its exit code, with one line on stderr:
+    the one handler of the command line."""
+    try:
+        code = call()
+    except _TYPER_ENDINGS:
+        raise
+    except EnvkitError as exc:
+        if exc.exit_code == EXIT_INTERNAL:  # envkit's own data is wrong (KnowledgeError): a bug
+            return _internal_error(exc)
+        stderr.print(f"[bold red]envkit:[/] {_escape(exc.message)}")
+        if exc.hint:
+            stderr.print(f"  hint: {_escape(exc.hint)}")
+        return exc.exit_code
+    except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM (envkit._signals.Terminated)
+        # What had to be undone is undone (create defers signals for that); more Ctrl-C or
+        # SIGTERM while envkit says so and exits would only cut the message short.
+        from envkit._signals import ignore_interrupts
+
+        ignore_interrupts()
+        stderr.print(f"envkit: interrupted{f' ({exc})' if str(exc) else ''}")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 -- the one handler for envkit's own bugs
+        return _internal_error(exc)
+    return int(code or 0)
+
+
+def _internal_error(exc: BaseException) -> int:
+    log = _write_crash_log(exc)
+    what = f"{type(exc).__name__}: {exc}"
+    stderr.print(f"[bold red]envkit: internal error:[/] {_escape(what)}")
+    if log is not None:
+        stderr.print(f"  the details are in {log}; please attach it to a bug report")
+    return EXIT_INTERNAL
+
+
+class _Guarded(TyperGroup):
+    """The app's command group: every command (one added tomorrow too) runs inside _guarded."""
+
+    def invoke(self, ctx: Any) -> Any:
+        raise typer.Exit(_guarded(functools.partial(super().invoke, ctx)))
+
 
 app = typer.Typer(
+    cls=_Guarded,
     help=HELP,
     add_completion=False,
     no_args_is_help=True,
@@ -85,40 +146,6 @@ def _write_crash_log(exc: BaseException) -> Optional[Path]:
     return path
 
 
-def guarded(fn: F) -> F:
-    """Turn every way a command can end into its exit code, with one line on stderr."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            code = fn(*args, **kwargs)
-        except EnvkitError as exc:
-            stderr.print(f"[bold red]envkit:[/] {_escape(exc.message)}")
-            if exc.hint:
-                stderr.print(f"  hint: {_escape(exc.hint)}")
-            raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt as exc:
-            # What had to be undone is undone (create defers signals for that); more Ctrl-C or
-            # SIGTERM while envkit says so and exits would only cut the message short.
-            from envkit._signals import ignore_interrupts
-
-            ignore_interrupts()
-            stderr.print(f"envkit: interrupted{f' ({exc})' if str(exc) else ''}")
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-        except typer.Exit:
-            raise
-        except Exception as exc:  # noqa: BLE001 -- the one handler for envkit's own bugs
-            log = _write_crash_log(exc)
-            what = f"{type(exc).__name__}: {exc}"
-            stderr.print(f"[bold red]envkit: internal error:[/] {_escape(what)}")
-            if log is not None:
-                stderr.print(f"  the details are in {log}; please attach it to a bug report")
-            raise typer.Exit(EXIT_INTERNAL) from None
-        raise typer.Exit(code or 0)
-
-    return wrapper  # type: ignore[return-value]
-
-
 def _escape(text: str) -> str:
     """``text`` for rich markup, redacted: the last line of defence for every message printed."""
     from rich.markup import escape
@@ -146,7 +173,6 @@ def _main(
 
 
 @app.command()
-@guarded
 def doctor(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the envkit.report/1 JSON on stdout.")
@@ -193,7 +219,6 @@ def doctor(
 
 
 @app.command()
-@guarded
 def resolve(
     json_out: Annotated[bool, typer.Option("--json", help="Print the envkit.plan/1 JSON on stdout.")] = False,
     explain: Annotated[
@@ -229,7 +254,17 @@ def resolve(
     from envkit.commands.resolve import PlanFlags, make_plan
     from envkit.system import System
 
-    flags = PlanFlags(driver, tuple(gpu or ()), no_gpu, platform, python, env, torch, cuda, channel)
+    flags = PlanFlags(
+        driver=driver,
+        gpus=tuple(gpu or ()),
+        no_gpu=no_gpu,
+        platform=platform,
+        python=python,
+        env_name=env,
+        torch=torch,
+        cuda=cuda,
+        channel=channel,
+    )
     plan = make_plan(System(), flags)
     if json_out:
         print_json(plan.to_json())
@@ -241,7 +276,6 @@ def resolve(
 
 
 @app.command()
-@guarded
 def verify(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the envkit.report/1 JSON on stdout.")
@@ -280,7 +314,6 @@ def verify(
 
 
 @app.command()
-@guarded
 def mirrors(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the envkit.mirrors/1 JSON on stdout.")
@@ -310,7 +343,6 @@ def mirrors(
 
 
 @app.command()
-@guarded
 def preflight(
     expect: Annotated[
         Optional[str], typer.Option("--expect", help="TOML file of what this node must look like.")
@@ -334,14 +366,14 @@ def preflight(
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
 ) -> int:
     """The cluster-provisioning gate: exit 0 healthy, 1 unhealthy (a one-line reason), 2 could not check."""
-    from envkit.commands.preflight import Watchdog, drain_reason, exit_unanswered
+    from envkit.commands.preflight import Watchdog, drain_reason
     from envkit.commands.preflight import preflight as run_preflight
     from envkit.system import System
     from envkit.verify import parse_checks
 
     checks = parse_checks(verify_checks, option="--verify") if verify_checks else ()
     # The watchdog answers if anything below gets stuck past the budget (a C call holding the GIL).
-    with Watchdog(timeout + 5.0, exit_unanswered(timeout + 5.0)):
+    with Watchdog(timeout + 5.0, _unanswered(timeout + 5.0)):
         report = run_preflight(
             System(), expect_path=expect, verify_checks=checks, python=python, env_name=env, timeout=timeout
         )
@@ -369,7 +401,6 @@ def preflight(
 
 
 @app.command()
-@guarded
 def fleet(
     reports: Annotated[
         list[str], typer.Argument(help="Per-node envkit.report/1 JSON files, or folders of them.")
@@ -418,7 +449,6 @@ def fleet(
 
 
 @app.command()
-@guarded
 def diff(
     a: Annotated[str, typer.Argument(help="The report of the machine where it works.")],
     b: Annotated[str, typer.Argument(help="The report of the machine where it does not.")],
@@ -438,7 +468,6 @@ def diff(
 
 
 @app.command()
-@guarded
 def spec(
     template: Annotated[
         Optional[str], typer.Argument(help="A template name (pt2, pt2-minimal, pt2-train) or a .toml path.")
@@ -473,18 +502,41 @@ def spec(
 ) -> int:
     """Render a template into conda / pip / uv / conda-lock specs, or --check a spec people already have."""
     from envkit.commands import spec as spec_command
+    from envkit.commands.resolve import PlanFlags
+    from envkit.system import System
 
-    flags = spec_command.plan_flags(torch, cuda, driver, gpu, no_gpu, platform, python, env)
+    flags = PlanFlags(
+        driver=driver,
+        gpus=tuple(gpu or ()),
+        no_gpu=no_gpu,
+        platform=platform,
+        python=python,
+        env_name=env,
+        torch=torch,
+        cuda=cuda,
+        channel="pip",
+    )
     if list_templates:
-        spec_command.print_templates(stdout)
+        from envkit.render.spec import render_templates
+        from envkit.specs.template import list_templates as builtin_templates
+
+        render_templates(builtin_templates(), stdout)
         return 0
     if check is not None:
-        return spec_command.check(check, flags, stdout, json_out=json_out, strict=strict)
+        checked = spec_command.check(System(), check, flags, strict=strict)
+        if json_out:
+            print_json(checked.to_json())
+        else:
+            from envkit.render.console import render_checks
+
+            render_checks(checked.results, stdout, title=f"envkit spec --check {check}")
+        return checked.exit_code
     if not to_stdout:
         from envkit._files import check_output
 
         check_output(out, label=f"--output {out}", folder=True)
-    return spec_command.render(
+    made = spec_command.render(
+        System(),
         template or "pt2",
         flags,
         fmt=fmt,
@@ -494,13 +546,16 @@ def spec(
         name=name,
         to_stdout=to_stdout,
         force=force,
-        console=stdout,
-        errors=stderr,
     )
+    from envkit.render.spec import render_spec_files
+
+    render_spec_files(made, stderr)
+    if to_stdout:
+        sys.stdout.write(made.single())
+    return 0
 
 
 @app.command()
-@guarded
 def create(
     name: Annotated[
         Optional[str],
@@ -548,29 +603,43 @@ def create(
 ) -> int:
     """Resolve, write the specs, install, verify: all or nothing."""
     from envkit.commands import create as create_command
-    from envkit.commands.resolve import PlanFlags
+    from envkit.create.prepare import CreateRequest
+    from envkit.render.create import install_progress, render_created, render_installation
+    from envkit.resolve.plan import PlanFlags
+    from envkit.system import System
 
-    flags = PlanFlags(driver, tuple(gpu or ()), no_gpu, platform, python, None, torch, cuda, channel or "pip")
-    return create_command.run(
-        name=name,
-        prefix=prefix,
-        template=template,
-        flags=flags,
-        backend=backend,
-        mirrors=tuple(mirror or ()),
-        wheelhouse=wheelhouse,
-        offline=offline,
-        dry_run=dry_run,
-        force=force,
-        verify=not no_verify,
-        json_out=json_out,
-        console=stdout,
-        errors=stderr,
+    flags = PlanFlags(
+        driver=driver,
+        gpus=tuple(gpu or ()),
+        no_gpu=no_gpu,
+        platform=platform,
+        python=python,
+        torch=torch,
+        cuda=cuda,
+        channel=channel or "pip",
     )
+    request = CreateRequest(name, prefix, template, flags, backend, tuple(mirror or ()), wheelhouse, offline)
+    system = System()
+    install = create_command.prepare(system, request)
+    # The refusals (not an environment, taken, left-overs) come before the plan is shown, and the
+    # same for --dry-run; the run decides again under the lock.
+    will = create_command.will(install, force=force)
+    if dry_run:
+        if json_out:
+            print_json({**install.to_json(), "status": "dry-run", "will": will})
+        else:
+            render_installation(install, stdout, will=will)
+        return 0
+    render_installation(install, stderr)
+    with install_progress(stderr) as progress:
+        created = create_command.run(system, install, force=force, verify=not no_verify, progress=progress)
+    if json_out:
+        print_json(created.to_json())
+    render_created(created, None if json_out else stdout, stderr)
+    return created.exit_code
 
 
 @app.command()
-@guarded
 def lock(
     template: Annotated[
         str, typer.Argument(help="Template name (pt2, pt2-minimal, pt2-train) or .toml path.")
@@ -594,13 +663,22 @@ def lock(
 ) -> int:
     """Lock a conda environment with conda-lock (envkit[lock]); __cuda comes from the target driver."""
     from envkit._files import check_output
-    from envkit.commands.resolve import PlanFlags
-    from envkit.create.lock import lock as run_lock
-    from envkit.create.lock import prepare_lock
+    from envkit.commands.lock import lock as run_lock
+    from envkit.commands.lock import prepare_lock
+    from envkit.resolve.plan import PlanFlags
     from envkit.system import System
 
     check_output(out, label=f"--output {out}", folder=True)
-    flags = PlanFlags(driver, tuple(gpu or ()), no_gpu, platform, python, None, torch, cuda, "conda")
+    flags = PlanFlags(
+        driver=driver,
+        gpus=tuple(gpu or ()),
+        no_gpu=no_gpu,
+        platform=platform,
+        python=python,
+        torch=torch,
+        cuda=cuda,
+        channel="conda",
+    )
     system = System()
     job = prepare_lock(
         system,
@@ -616,6 +694,19 @@ def lock(
         )
     stderr.print(f"wrote {path}", markup=False)
     return 0
+
+
+def _unanswered(seconds: float) -> Callable[[], None]:
+    """preflight's last resort, called by its watchdog's thread: one line, exit 1 (unhealthy: a
+    node that cannot answer in time must be drained), whatever the main thread is doing (stuck in a
+    C call, deaf to signals): os._exit, because sys.exit would only end the watchdog's thread."""
+
+    def fire() -> None:
+        sys.stderr.write(f"envkit: preflight: no answer within {seconds:g} s (watchdog)\n")
+        sys.stderr.flush()
+        os._exit(EXIT_CHECK_FAILED)
+
+    return fire
 
 
 def main() -> None:

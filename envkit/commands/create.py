@@ -1,128 +1,133 @@
-"""``envkit create``: the command's flow (prepare, show, execute, verify) and its progress display.
+"""``envkit create``: the command's flow - prepare (resolve and lay out), then execute and verify.
 
-Progress goes to stderr (a spinner with the installer's latest line); only the requested data (the
-envkit.create/1 JSON with --json) goes to stdout.
+Nothing here prints: ``prepare`` returns the Installation (``--dry-run`` shows just that), ``run``
+reports its progress through the ``Progress`` it is given and returns a ``Created`` record; the
+face renders both (envkit.render.create).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
+from envkit.create.install import CONDA_FAMILY, Installation, Step
 from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK
+from envkit.report import Report
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from envkit.commands.resolve import PlanFlags
-    from envkit.create.install import Installation, Step
-    from envkit.report import Report
+    from envkit.create.prepare import CreateRequest
+    from envkit.system import System
 
-__all__ = ["run"]
+__all__ = ["CREATE_CHECKS", "Created", "Progress", "prepare", "run"]
 
 # What create verifies: the device and what torch does first (compile, AMP); dist and perf belong to
 # the cluster (envkit verify / preflight).
 CREATE_CHECKS = ("device", "compile", "amp")
 
 
-def _show(install: Installation, console: Any) -> None:
-    plan = install.plan
-    console.print(f"envkit create — {install.name} at {install.prefix} ({install.backend})", markup=False)
-    cuda = f"CUDA {plan.cuda}" if plan.cuda else "CPU only"
-    console.print(
-        f"  torch {plan.torch} + {plan.variant} ({cuda}) for {plan.target.describe()}", markup=False
-    )
-    for warning in plan.warnings:
-        console.print(f"  ! {warning}", markup=False, style="yellow")
-    for step in install.steps:
-        console.print(f"  $ {step.shown()}", markup=False)
-    for name in install.spec_files:
-        console.print(f"  writes {install.prefix / 'envkit' / name}", markup=False)
+class Progress(Protocol):
+    """Where ``run`` says what it is doing (the CLI shows it on stderr)."""
+
+    def step(self, step: Step) -> None: ...
+
+    def line(self, line: str) -> None: ...  # the installer's own output, line by line
+
+    def note(self, note: str) -> None: ...
+
+    def verifying(self) -> None: ...
+
+
+class NoProgress:
+    """A Progress that shows nothing (the Python API's default)."""
+
+    def step(self, step: Step) -> None:
+        pass
+
+    def line(self, line: str) -> None:
+        pass
+
+    def note(self, note: str) -> None:
+        pass
+
+    def verifying(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Created:
+    """A finished ``envkit create``: the installation, and the verify report unless ``--no-verify``."""
+
+    install: Installation
+    report: Optional[Report]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CHECK_FAILED if self.report is not None and self.report.exit_code() else EXIT_OK
+
+    @property
+    def activate(self) -> str:
+        """The command that enters the new environment."""
+
+        prefix = self.install.prefix
+        return (
+            f"conda activate {prefix}"
+            if self.install.backend in CONDA_FAMILY
+            else f"source {prefix}/bin/activate"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        report = self.report.to_json() if self.report is not None else None
+        return {**self.install.to_json(), "status": "created", "verify": report}
+
+
+def prepare(system: System, request: CreateRequest) -> Installation:
+    """Resolve the plan for the request and lay out the installation; nothing is written or run."""
+    from envkit.commands.resolve import make_plan
+    from envkit.create.prepare import check_request, choose_format, choose_template, lay_out
+    from envkit.specs.render import spec_flags
+
+    check_request(system, request)
+    template = choose_template(request)
+    fmt = choose_format(system, request, template)
+    plan = make_plan(system, spec_flags(template, request.flags, fmt))  # fmt decides the channel
+    return lay_out(system, request, template, fmt, plan)
+
+
+def will(install: Installation, *, force: bool) -> list[str]:
+    """What the run will do to the place (refusing first: not an environment, taken, left-overs)."""
+    from envkit.create.install import check_place
+
+    return check_place(install, force=force)
 
 
 def run(
+    system: System,
+    install: Installation,
     *,
-    name: Optional[str],
-    prefix: Optional[str],
-    template: Optional[str],
-    flags: PlanFlags,
-    backend: str,
-    mirrors: tuple[str, ...],
-    wheelhouse: Optional[str],
-    offline: bool,
-    dry_run: bool,
     force: bool,
-    verify: bool,
-    json_out: bool,
-    console: Any,
-    errors: Any,
-) -> int:
-    from envkit.create.install import CONDA_FAMILY, check_place, execute
-    from envkit.create.prepare import CreateRequest, prepare
-    from envkit.redact import redact
-    from envkit.system import System
+    verify: bool = True,
+    progress: Optional[Progress] = None,
+) -> Created:
+    """Install, then verify in the new environment; all or nothing (envkit.create.install.execute)."""
+    from envkit.create.install import execute
 
-    system = System()
-    request = CreateRequest(name, prefix, template, flags, backend, mirrors, wheelhouse, offline)
-    install = prepare(system, request)
-    # The refusals (not an environment, taken, left-overs) come before the plan is shown, and the
-    # same for --dry-run; execute() decides again under the lock.
-    will = check_place(install, force=force)
-    if dry_run:
-        if json_out:
-            _json({**install.to_json(), "status": "dry-run", "will": will})
-        else:
-            _show(install, console)
-            for line in will:
-                console.print(f"  {line}", markup=False)
-        return EXIT_OK
-    _show(install, errors)
-    verifier = _verifier(system) if verify else None
-    from rich.markup import escape
+    shown = progress or NoProgress()
 
-    with errors.status("starting…") as status:
-
-        def on_step(step: Step) -> None:
-            errors.print(f"→ {step.title}", markup=False)
-            status.update(step.title)
-
-        def on_line(line: str) -> None:
-            # The installer's own line, shown live: redacted (pip and uv may echo an index URL) and
-            # escaped (rich reads a status as markup).
-            if line.strip():
-                status.update(escape(redact(line.strip())[:120]))  # redact, then cut: a cut URL hides less
-
-        def on_note(note: str) -> None:
-            errors.print(f"envkit: {note}", markup=False)
-
-        report = execute(
-            system, install, force=force, on_step=on_step, on_line=on_line, on_note=on_note, verify=verifier
-        )
-    code = EXIT_OK if report is None else report.exit_code()
-    if json_out:
-        _json({**install.to_json(), "status": "created", "verify": report.to_json() if report else None})
-    elif report is not None:
-        from envkit.render.console import render_report
-
-        render_report(report, console, title="envkit verify")
-    where = (
-        f"conda activate {install.prefix}"
-        if install.backend in CONDA_FAMILY
-        else f"source {install.prefix}/bin/activate"
-    )
-    errors.print(f"created {install.prefix}; use it with: {where}", markup=False)
-    return EXIT_CHECK_FAILED if code else EXIT_OK
-
-
-def _verifier(system: Any) -> Any:
     def verify_env(python: Path) -> Report:
-        from envkit.verify import verify
+        from envkit.verify import verify as run_verify
 
-        return verify(system, python=str(python), checks=CREATE_CHECKS)
+        shown.verifying()
+        return run_verify(system, python=str(python), checks=CREATE_CHECKS)
 
-    return verify_env
-
-
-def _json(data: dict[str, Any]) -> None:
-    from envkit.render.jsonout import print_json
-
-    print_json(data)
+    report = execute(
+        system,
+        install,
+        force=force,
+        on_step=shown.step,
+        on_line=shown.line,
+        on_note=shown.note,
+        verify=verify_env if verify else None,
+    )
+    return Created(install, report)

@@ -17,26 +17,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
-from envkit.errors import EnvkitError, InputError
+from envkit.errors import InputError, LockFailed
 from envkit.specs.conda import SUBDIRS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from envkit.commands.resolve import PlanFlags
+    from envkit.resolve.plan import Plan
+    from envkit.specs.template import Template
     from envkit.system import System
 
-__all__ = ["LockFailed", "conda_lock_command", "lock", "prepare_lock"]
+__all__ = ["LockFailed", "conda_lock_command", "lock", "lock_job"]
 
 CHANNEL_HOST: Final = "https://conda.anaconda.org"
 REACH_TIMEOUT_S: Final = 5.0
 LOCK_TIMEOUT_S: Final = 1800.0
-
-
-class LockFailed(EnvkitError):
-    """conda-lock could not run or did not finish: exit 1."""
-
-    exit_code = 1
 
 
 @dataclass(frozen=True)
@@ -86,22 +81,18 @@ def _check_reachable(channels: Sequence[str]) -> None:
         )
 
 
-def prepare_lock(
+def lock_job(
     system: System,
-    template_name: str,
-    flags: PlanFlags,
+    plan: Plan,
+    template: Template,
     *,
     platforms: Sequence[str] = (),
     out_dir: str = ".",
     mirrors: Sequence[str] = (),
 ) -> LockJob:
-    """Resolve the plan and build conda-lock's command line (nothing is run or written)."""
-    from envkit.commands.resolve import make_plan
-    from envkit.specs.render import render_specs, spec_flags, spec_mirrors
-    from envkit.specs.template import load_template
+    """conda-lock's inputs and command line for a resolved plan (nothing is run or written)."""
+    from envkit.specs.render import render_specs, spec_mirrors
 
-    template = load_template(template_name)
-    plan = make_plan(system, spec_flags(template, flags, "conda-lock"))  # the format picks conda
     subdirs = list(platforms) or [SUBDIRS.get(plan.platform, "linux-64")]
     unknown = [p for p in subdirs if p not in SUBDIRS.values()]
     if unknown:

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from envkit.commands.resolve import PlanFlags, make_plan
 from envkit.create.install import (
     CONDA_FAMILY,
     Installation,
@@ -22,14 +21,16 @@ from envkit.create.place import check_name, check_prefix
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge
 from envkit.mirrors.choose import pip_args
+from envkit.resolve.plan import PlanFlags
 from envkit.specs.pip import pip_source, placeholder_values
-from envkit.specs.render import render_specs, spec_flags, spec_mirrors
+from envkit.specs.render import render_specs, spec_mirrors
 from envkit.specs.template import Template, builtin_dir, load_template
 
 if TYPE_CHECKING:
+    from envkit.resolve.plan import Plan
     from envkit.system import System
 
-__all__ = ["CreateRequest", "prepare"]
+__all__ = ["CreateRequest", "check_request", "choose_format", "choose_template", "lay_out"]
 
 
 @dataclass(frozen=True)
@@ -37,14 +38,14 @@ class CreateRequest:
     name: Optional[str] = None
     prefix: Optional[str] = None
     template: Optional[str] = None
-    flags: PlanFlags = field(default_factory=PlanFlags)
+    flags: PlanFlags = field(default_factory=PlanFlags)  # what the plan is for (resolve flags)
     backend: str = "auto"
     mirrors: tuple[str, ...] = ()
     wheelhouse: Optional[str] = None
     offline: bool = False
 
 
-def _template(request: CreateRequest) -> Template:
+def choose_template(request: CreateRequest) -> Template:
     """``--template``, else the built-in template named like the environment, else pt2."""
     if request.template:
         return load_template(request.template)
@@ -53,7 +54,7 @@ def _template(request: CreateRequest) -> Template:
     return load_template("pt2")
 
 
-def _format(system: System, request: CreateRequest, template: Template) -> str:
+def choose_format(system: System, request: CreateRequest, template: Template) -> str:
     """conda for the conda family, pip otherwise; ``auto`` follows the template and --channel."""
     if request.backend in CONDA_FAMILY:
         return "conda"
@@ -64,8 +65,9 @@ def _format(system: System, request: CreateRequest, template: Template) -> str:
     return "conda" if wants_conda and installed else "pip"
 
 
-def prepare(system: System, request: CreateRequest) -> Installation:
-    """Resolve and lay out the installation; nothing is written or run."""
+def check_request(system: System, request: CreateRequest) -> None:
+    """The refusals that need no plan: a bad name, no place, a wheelhouse that is not there, an
+    unknown or missing installer (before the resolver runs)."""
     if request.name is not None:
         check_name(request.name)  # a name, never a path: `create ../envs --force` must not exist
     if not request.name and not request.prefix:
@@ -75,9 +77,11 @@ def prepare(system: System, request: CreateRequest) -> Installation:
     if request.wheelhouse and not Path(request.wheelhouse).is_dir():
         raise InputError(f"--wheelhouse {request.wheelhouse}: not a folder")
     backend_exe(system, request.backend)  # an unknown or missing installer fails before resolving
-    template = _template(request)
-    fmt = _format(system, request, template)
-    plan = make_plan(system, spec_flags(template, request.flags, fmt))  # fmt decides the channel
+
+
+def lay_out(system: System, request: CreateRequest, template: Template, fmt: str, plan: Plan) -> Installation:
+    """The installation of ``plan``: backend, place, spec files and command lines; nothing is
+    written or run."""
     backend, exe = choose_backend(system, request.backend, plan)
     # abspath, not Path.absolute(): it folds `..` away, so `--prefix envs/..` names `.`'s parent's
     # child, not a folder called "..".
