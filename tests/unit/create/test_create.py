@@ -16,9 +16,10 @@ from typing import Optional
 
 import pytest
 
+from envkit.commands.create import prepare
 from envkit.commands.resolve import PlanFlags
 from envkit.create.install import CreateFailed, execute
-from envkit.create.prepare import CreateRequest, prepare
+from envkit.create.prepare import CreateRequest
 from envkit.errors import InputError
 from envkit.system import System
 from tests.conftest import write_program
@@ -404,7 +405,7 @@ def test_mirror_credentials_reach_the_installer_only_through_its_environment(
 
     for extra in ((), ("--json",)):
         proc = _envkit(*args, *extra, env=env)
-        assert proc.returncode == 1, proc.stderr
+        assert proc.returncode == 4, proc.stderr  # CreateFailed: EXIT_STEP_FAILED
         assert TOKEN not in proc.stdout + proc.stderr
         assert "answered 404" in proc.stderr  # the installer's own lines, redacted
         assert f"http://***@127.0.0.1:{private_index.server_address[1]}/simple/torch/" in proc.stderr
@@ -441,7 +442,7 @@ def test_real_pip_takes_the_credentials_from_pip_index_url(tmp_path: Path, priva
         *PYPI_TORCH_FLAGS,
         env=env,
     )
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 4, proc.stderr  # CreateFailed: EXIT_STEP_FAILED
     assert TOKEN not in proc.stdout + proc.stderr
     assert "install torch 2.8.0+cu128 failed" in proc.stderr
     # pip sent the credentials of PIP_INDEX_URL (they were nowhere else).

@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 
 from envkit._signals import deferred_signals
+from envkit.commands.create import prepare
 from envkit.commands.resolve import PlanFlags
 from envkit.create.install import CreateFailed, execute
 from envkit.create.place import MARKER, check_target, is_environment, locked
-from envkit.create.prepare import CreateRequest, prepare
+from envkit.create.prepare import CreateRequest
 from envkit.errors import InputError
 from envkit.system import System
 
