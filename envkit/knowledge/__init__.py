@@ -1,10 +1,11 @@
 """The knowledge base: torch releases and their wheel variants, compiled GPU architectures, CUDA
 toolkit -> driver floors, GPUs, and the conda routes. Data, not code.
 
-The TOML files beside this module are the data (each row cites its source; SOURCES.md says what
-was confirmed). They are read once, validated as they are read (a bad row names its file, its
-position and the field), and cross-checked: every CUDA variant has driver floors, every variant of
-a release has one compiled-architecture row, the PyPI default is a variant of its release.
+The TOML files beside this module are the data (each row cites its source, and the loader refuses
+a row whose source a reader could not follow; SOURCES.md says what was confirmed). They are read
+once, validated as they are read (a bad row names its file, its position and the field), and
+cross-checked: every CUDA variant has driver floors, every variant of a release has one
+compiled-architecture row, the PyPI default is a variant of its release.
 ``scripts/update_knowledge.py`` refreshes the release rows from the PyTorch wheel index.
 """
 
@@ -17,7 +18,7 @@ from typing import Any, Final, Optional
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from envkit.knowledge._table import DATA_DIR, KnowledgeError, Row, read_table, table_rows
+from envkit.knowledge._table import DATA_DIR, KnowledgeError, Row, read_table, single_table, table_rows
 from envkit.versions import ComputeCapability, NvVersion, Version
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "is_variant",
     "load_knowledge",
     "read_table",
+    "single_table",
     "table_rows",
     "variant_cuda",
 ]
@@ -422,8 +424,8 @@ def _gpu(row: Row) -> Gpu:
 
 
 def _conda(data: dict[str, Any]) -> CondaRoutes:
-    channel = Row("conda.toml", "pytorch_channel", 0, data.get("pytorch_channel"))
-    forge = Row("conda.toml", "conda_forge", 0, data.get("conda_forge"))
+    channel = single_table(data, "conda.toml", "pytorch_channel")
+    forge = single_table(data, "conda.toml", "conda_forge")
     channels = channel.raw("channels", list, False)
     return CondaRoutes(
         pytorch_last_release=channel.version("last_release"),

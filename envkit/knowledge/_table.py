@@ -1,8 +1,15 @@
 """Reading the knowledge TOML files: one row at a time, with errors that name the file, the row and
-the field. Used by the knowledge base and by the mirror table."""
+the field. Used by the knowledge base and by the mirror table.
+
+Every row of every table (each ``[[kind]]`` entry and each single ``[table]``) cites where its facts
+come from in ``source``, and the citation must be one a reader can follow: a URL, a file in a
+public repository at a commit or tag, an issue, a package page. The rule is here, once: a row
+without a source, or one citing research notes that are not in this repository, is refused.
+"""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any, Final, Optional
@@ -16,6 +23,9 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 DATA_DIR: Final = Path(__file__).parent
+# Citations of files a reader of this repository cannot open: the unpublished research notes
+# (compat-data.md, anchors-*.md) and anything under ../shared/.
+_UNFOLLOWABLE: Final = re.compile(r"compat-data|anchors-[\w*-]*(?:\.md)?|(?:\.\./)+shared/|shared/reference/")
 
 
 class KnowledgeError(EnvkitError):
@@ -29,7 +39,8 @@ class Row:
         if not isinstance(data, dict):
             raise KnowledgeError(f"{file}: [[{kind}]] #{index + 1} is not a table")
         self.data: dict[str, Any] = data
-        label = data.get("torch") or data.get("cuda") or data.get("model") or data.get("major") or ""
+        name = data.get("name") if isinstance(data.get("name"), str) else ""
+        label = data.get("torch") or data.get("cuda") or data.get("model") or data.get("major") or name
         self.where = f"{file}: [[{kind}]] #{index + 1}" + (f" ({label})" if label else "")
 
     def fail(self, field: str, expected: str) -> KnowledgeError:
@@ -51,10 +62,18 @@ class Row:
 
     def source(self) -> str:
         """The row's ``source``: a citation a reader can follow (a URL, a file at a commit, an issue).
-        Empty text, or a citation of the unpublished compat-data notes, is refused."""
+        Empty text, or a citation of a file that is not in this repository (compat-data.md,
+        anchors-*.md, ../shared/...), is refused."""
         value = self.text("source").strip()
-        if not value or "compat-data" in value:
-            raise self.fail("source", "a primary source (URL, file@commit, issue), not compat-data")
+        if not value:
+            raise self.fail("source", "a primary source (URL, repo:path@commit, issue URL)")
+        found = _UNFOLLOWABLE.search(value)
+        if found is not None:
+            raise self.fail(
+                "source",
+                f"a primary source (URL, repo:path@commit, issue URL), not {found.group(0)!r}, "
+                "a file that is not in this repository",
+            )
         return value
 
     def boolean(self, field: str, default: bool) -> bool:
@@ -120,7 +139,19 @@ def read_table(name: str) -> dict[str, Any]:
 
 
 def table_rows(data: dict[str, Any], file: str, kind: str) -> list[Row]:
+    """The ``[[kind]]`` rows of a table, each checked for a source a reader can follow."""
     items = data.get(kind, [])
     if not isinstance(items, list):
         raise KnowledgeError(f"{file}: [[{kind}]] must be an array of tables")
-    return [Row(file, kind, i, item) for i, item in enumerate(items)]
+    rows = [Row(file, kind, i, item) for i, item in enumerate(items)]
+    for row in rows:
+        row.source()
+    return rows
+
+
+def single_table(data: dict[str, Any], file: str, kind: str) -> Row:
+    """The one ``[kind]`` table of a file, checked for a source like every row."""
+    row = Row(file, kind, 0, data.get(kind))
+    row.where = f"{file}: [{kind}]"
+    row.source()
+    return row

@@ -15,7 +15,8 @@ from envkit.redact import redact
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from envkit.mirrors.choose import Choice, Mirror
+    from envkit.knowledge.mirrors import Mirror
+    from envkit.mirrors.choice import Choice
 
 __all__ = ["CACHE_SCHEMA", "cache_key", "default_cache_path", "read_cache", "write_cache"]
 

@@ -1,10 +1,12 @@
 """Package indexes and their mirrors: which ones serve the wheels a plan needs, and which is fastest.
 
-The table is ``knowledge/mirrors.toml`` (compat-data §5). To prove a mirror, envkit fetches the page an
-installer would read and finds a wheel of the package on it: the PEP 503 project page
-``{url}/{variant}/torch/``, or for a flat listing the folder ``{url}/{variant}/``. A 200 alone proves
-nothing. NJU keeps only the getting-started variants up to date, and SJTU passes what it lacks through
-to upstream (compat-data §5c).
+The table and its records are envkit.knowledge.mirrors (``knowledge/mirrors.toml``, each row citing
+its source). To prove a mirror, envkit fetches the page an installer would read and finds a wheel
+of the package on it: the PEP 503 project page ``{url}/{variant}/torch/``, or for a flat listing the
+folder ``{url}/{variant}/``. A 200 alone proves nothing. NJU keeps only the getting-started variants
+up to date (ustclug/ustcmirror-images:pytorch/sync.py syncs the releases.json "release" variants),
+and SJTU passes what it lacks through to upstream (sjtug/mirror-intel:src/repos.rs, a caching proxy
+that redirects misses).
 
 The fetching itself (a timeout per request, one deadline for all, credentials sent as basic auth
 and never shown) is envkit.mirrors.http's; a Mirror keeps credentials out of its fields.
@@ -12,11 +14,9 @@ and never shown) is envkit.mirrors.http's; a Mirror keeps credentials out of its
 
 from __future__ import annotations
 
-import functools
 import re
 import time
 import urllib.parse
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Optional, Union
 
 from packaging.utils import canonicalize_name
@@ -24,9 +24,12 @@ from packaging.version import InvalidVersion, Version
 
 from envkit._serial import to_jsonable
 from envkit.errors import InputError
-from envkit.knowledge import VARIANT_PATTERN, KnowledgeError, Row, is_variant, read_table, table_rows
+from envkit.knowledge import is_variant
+from envkit.knowledge.mirrors import KINDS, LAYOUTS, REGIONS, Mirror, load_mirrors, split_credentials
+from envkit.knowledge.mirrors import VARIANT_FOLDER_RE as _VARIANT_RE
 from envkit.mirrors.cache import cache_key, default_cache_path, read_cache, write_cache
-from envkit.mirrors.http import Auth, FetchJob, ProbeResult, run_jobs, split_credentials
+from envkit.mirrors.choice import Choice, Skip
+from envkit.mirrors.http import FetchJob, ProbeResult, run_jobs
 from envkit.redact import redact
 
 if TYPE_CHECKING:
@@ -34,6 +37,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
+    "KINDS",
+    "LAYOUTS",
+    "REGIONS",
     "Choice",
     "Mirror",
     "ProbeResult",
@@ -49,143 +55,10 @@ __all__ = [
     "resolve_mirror",
 ]
 
-KINDS: Final = ("torch-wheels", "pypi", "conda")
-LAYOUTS: Final = ("pep503", "flat", "conda")
-REGIONS: Final = ("global", "cn")
 DEFAULT_TIMEOUT_S: Final = 2.0
 DEFAULT_MAX_AGE_S: Final = 24 * 3600.0
 MIRRORS_SCHEMA: Final = "envkit.mirrors/1"
-_NAME_RE: Final = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _PACKAGE_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-# The folders of download.pytorch.org/whl (compat-data §5c): cpu, cuXYZ, rocmX.Y, xpu, also under
-# nightly/ and test/.
-_VARIANT_RE: Final = re.compile(rf"^(?:(?:nightly|test)/)?{VARIANT_PATTERN}$")  # nightly/cu128 too
-
-
-@dataclass(frozen=True)
-class Mirror:
-    """One index or channel host. ``url`` never holds credentials: a given ``user:token@`` is kept
-    outside the fields (so reprs, JSON and caches cannot leak it), and the field shows ``***@``."""
-
-    name: str
-    kind: str  # one of KINDS
-    url: str  # base URL without a trailing slash; see mirrors.toml for how each kind extends it
-    layout: str  # one of LAYOUTS
-    variants: tuple[str, ...]  # torch-wheels: folders known to be carried, ("*",) = all
-    channels: tuple[str, ...]  # conda: the channels mirrored
-    caveats: str
-    region: str
-    source: str
-
-    def __post_init__(self) -> None:
-        bare, auth = split_credentials(self.url)
-        object.__setattr__(self, "url", redact(self.url).rstrip("/"))
-        # Not a dataclass field on purpose: dataclasses.fields(), repr() and envkit._serial skip it.
-        object.__setattr__(self, "_auth", auth)
-        object.__setattr__(self, "_bare", bare.rstrip("/"))
-
-    def carries(self, variant: str) -> bool:
-        """Whether the table says this mirror has the variant folder (only torch-wheels mirrors
-        are organised by variant; PyPI holds just the default CUDA build)."""
-        return self.kind != "torch-wheels" or "*" in self.variants or variant in self.variants
-
-    def url_with_credentials(self) -> str:
-        """The base URL an installer needs, credentials included: pass it to a child process only,
-        never to a screen, a log or a file."""
-        auth: Optional[Auth] = getattr(self, "_auth", None)
-        bare: str = getattr(self, "_bare", self.url)
-        if auth is None:
-            return bare
-        parts = urllib.parse.urlsplit(bare)
-        login = urllib.parse.quote(auth[0], safe="") + (
-            ":" + urllib.parse.quote(auth[1], safe="") if auth[1] else ""
-        )
-        return urllib.parse.urlunsplit(parts._replace(netloc=f"{login}@{parts.netloc}"))
-
-
-@dataclass(frozen=True)
-class Skip:
-    """A candidate that was not chosen, and why."""
-
-    mirror: str
-    url: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Choice:
-    """The mirror to install from. ``how``: "named" (--mirror NAME), "url" (--mirror URL), "probed"
-    (auto, fastest that serves the page) or "cached" (auto, an earlier probe still fresh)."""
-
-    mirror: Mirror
-    variant: str
-    how: str
-    page: str  # the page that proves it (redacted)
-    elapsed_s: Optional[float] = None  # how long that page took, when probed
-    checked_at: Optional[float] = None  # time.time() of the probe
-    skipped: tuple[Skip, ...] = ()
-    results: tuple[ProbeResult, ...] = ()  # this call's probes (none when named or cached)
-
-
-# The table ---------------------------------------------------------------------------------------
-
-
-def _mirror(row: Row) -> Mirror:
-    name = row.text("name")
-    row.where += f" ({name})"
-    if not _NAME_RE.match(name):
-        raise row.fail("name", "a short lower-case id like 'sjtu'")
-    kind = row.text("kind")
-    if kind not in KINDS:
-        raise row.fail("kind", f"one of {', '.join(KINDS)}")
-    url = row.text("url")
-    parts = urllib.parse.urlsplit(url)
-    if (
-        parts.scheme != "https"
-        or not parts.hostname
-        or "@" in parts.netloc
-        or parts.query
-        or url.endswith("/")
-    ):
-        raise row.fail("url", "an https URL without credentials, query or trailing slash")
-    layout = row.text("layout")
-    if (
-        layout not in LAYOUTS
-        or (layout == "conda") != (kind == "conda")
-        or (kind == "pypi" and layout != "pep503")
-    ):
-        raise row.fail("layout", "pep503 or flat for torch-wheels, pep503 for pypi, conda for conda")
-    variants = row.raw("variants", list, False)
-    if not all(isinstance(v, str) and (v == "*" or _VARIANT_RE.match(v)) for v in variants) or (
-        bool(variants) != (kind == "torch-wheels")
-    ):
-        raise row.fail("variants", 'variant folders or ["*"] for torch-wheels, [] otherwise')
-    channels = row.raw("channels", list, False)
-    if not all(isinstance(c, str) and c for c in channels) or bool(channels) != (kind == "conda"):
-        raise row.fail("channels", "channel names for conda, [] otherwise")
-    region = row.text("region")
-    if region not in REGIONS:
-        raise row.fail("region", f"one of {', '.join(REGIONS)}")
-    source = row.text("source")
-    if not source.strip():
-        raise row.fail("source", "where the row comes from")
-    return Mirror(
-        name, kind, url, layout, tuple(variants), tuple(channels), row.text("caveats"), region, source
-    )
-
-
-@functools.lru_cache(maxsize=1)
-def load_mirrors() -> tuple[Mirror, ...]:
-    """Read and validate mirrors.toml (once per process); a bad row raises KnowledgeError naming it."""
-    mirrors = tuple(_mirror(r) for r in table_rows(read_table("mirrors"), "mirrors.toml", "mirror"))
-    seen: set[str] = set()
-    for m in mirrors:
-        if m.name in seen:
-            raise KnowledgeError(f"mirrors.toml: the name {m.name!r} is used twice")
-        seen.add(m.name)
-    if not mirrors:
-        raise KnowledgeError("mirrors.toml: no [[mirror]] rows")
-    return mirrors
 
 
 def _check_variant(variant: str) -> str:
@@ -217,8 +90,9 @@ def needed_page(
 
 def pip_args(mirror: Mirror, variant: str, *, reveal_credentials: bool = False) -> tuple[str, ...]:
     """pip's options for installing from ``mirror``. A PEP 503 index replaces PyPI (``--index-url``:
-    with --extra-index-url pip may pick PyPI's default build, compat-data §5c). A flat listing is
-    ``--find-links``: pin the local version (``==2.5.1+cu121``) so that pip takes the mirror's build.
+    pip ranks every index alike, https://github.com/pypa/pip/issues/8606, so with --extra-index-url
+    it may pick PyPI's default build). A flat listing is ``--find-links``: pin the local version
+    (``==2.5.1+cu121``) so that pip takes the mirror's build.
     Credentials stay ``***`` unless ``reveal_credentials`` (for the installer's argv only)."""
     base = mirror.url_with_credentials() if reveal_credentials else mirror.url
     if mirror.kind == "conda":

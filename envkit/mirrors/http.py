@@ -27,6 +27,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envkit import __version__
+from envkit.knowledge.mirrors import Auth, split_credentials
 from envkit.redact import redact
 
 if TYPE_CHECKING:
@@ -39,21 +40,6 @@ __all__ = ["Auth", "FetchJob", "ProbeResult", "fetch", "has_wheel", "redact", "r
 MAX_BODY: Final = 32 * 1024 * 1024
 _CHUNK: Final = 64 * 1024
 _HREF_RE: Final = re.compile(rb"""href\s*=\s*["']([^"'#?]+)""", re.IGNORECASE)
-
-Auth = tuple[str, str]
-
-
-def split_credentials(url: str) -> tuple[str, Optional[Auth]]:
-    """``https://u:p@host/x`` -> (``https://host/x``, ("u", "p")); "***" (already redacted) is no login."""
-    parts = urllib.parse.urlsplit(url)
-    userinfo, at, hostport = parts.netloc.rpartition("@")
-    if not at:
-        return url, None
-    bare = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
-    if userinfo == "***":
-        return bare, None
-    user, _, password = userinfo.partition(":")
-    return bare, (urllib.parse.unquote(user), urllib.parse.unquote(password))
 
 
 @dataclass(frozen=True)
