@@ -11,7 +11,7 @@ import enum
 import functools
 import sys
 import typing
-from typing import Any, TypeVar, Union
+from typing import Any, Literal, TypeVar, Union
 
 from envkit.errors import InputError
 from envkit.versions import ComputeCapability, NvVersion, Version, parse_compute_capability
@@ -24,6 +24,18 @@ if sys.version_info >= (3, 10):
     import types
 
     _UNION_TYPES = (Union, types.UnionType)  # novermin (guarded by the version check)
+
+
+class StrEnum(str, enum.Enum):
+    """A closed set of strings (Python 3.11's ``enum.StrEnum``, for 3.9): a member equals, formats
+    as and serializes to its value, so JSON and messages read the same as with plain strings."""
+
+    def __str__(self) -> str:
+        # Python 3.12 formats mixed-in enums as ``Class.MEMBER`` (f-strings, str()): keep the value.
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(str.__str__(self), spec)
 
 
 def to_jsonable(value: object) -> Any:
@@ -69,6 +81,11 @@ def _convert(tp: Any, data: object, where: str) -> Any:
             return None
         (inner,) = (a for a in args if a is not _NONE_TYPE)
         return _convert(inner, data, where)
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if data not in allowed or type(data) not in {type(c) for c in allowed}:
+            raise _fail(where, "one of " + ", ".join(map(str, allowed)), data)
+        return data
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _convert_record(tp, data, where)
     if origin is tuple:

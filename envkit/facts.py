@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from packaging.utils import canonicalize_name
 
-from envkit._serial import from_jsonable, to_jsonable
+from envkit._serial import StrEnum, from_jsonable, to_jsonable
 from envkit.versions import ComputeCapability, NvVersion, Version
 
 
@@ -129,6 +129,14 @@ class ToolkitFacts:
     error: Optional[str] = None
 
 
+class EnvKind(StrEnum):
+    """What kind of environment an interpreter runs in."""
+
+    VENV = "venv"  # sys.prefix differs from sys.base_prefix (PEP 405)
+    CONDA = "conda"  # the prefix has conda-meta/
+    SYSTEM = "system"
+
+
 @dataclass(frozen=True)
 class PythonFacts:
     """The inspected interpreter (the active environment's unless --python / --env say so)."""
@@ -140,7 +148,7 @@ class PythonFacts:
     platform: Optional[str] = None  # "linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64"
     glibc: Optional[Version] = None
     prefix: Optional[str] = None
-    kind: Optional[str] = None  # "venv", "conda", "system"
+    kind: Optional[EnvKind] = None
     env_name: Optional[str] = None
     include_dir: Optional[str] = None
     has_python_h: Optional[bool] = None

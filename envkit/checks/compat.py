@@ -21,7 +21,7 @@ from envkit.checks._common import fix_lines, headline, join_lines, pip_command
 from envkit.errors import NoBuildError
 from envkit.knowledge import ArchRow, Knowledge, Release, load_knowledge
 from envkit.report import CheckResult, Status
-from envkit.resolve import Plan, Request, resolve
+from envkit.resolve import Channel, Plan, Request, resolve
 from envkit.resolve.target import GpuTarget, is_jetson, target_from_facts, visible_gpu_targets
 from envkit.versions import ComputeCapability, parse_compute_capability
 
@@ -39,7 +39,7 @@ __all__ = [
 
 def _plan(facts: Facts, knowledge: Knowledge, torch: Optional[SpecifierSet] = None) -> Plan:
     conda_torch = any(p.name == "pytorch" for p in facts.torch.conda_packages)
-    channel = "conda" if conda_torch else "pip"
+    channel = Channel.CONDA if conda_torch else Channel.PIP
     return resolve(knowledge, target_from_facts(facts, knowledge), Request(torch=torch, channel=channel))
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable
 
 from envkit.detect import detect_for_plan, run_bounded
 from envkit.detect.pyenv import select_interpreter
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge
 from envkit.resolve import Plan, Request, parse_cuda_request, parse_torch_spec, resolve
+from envkit.resolve.plan import Channel, PlanFlags
 from envkit.resolve.target import Target, target_from_facts, target_from_flags
 
 if TYPE_CHECKING:
@@ -21,28 +20,15 @@ __all__ = ["PlanFlags", "make_plan", "make_request", "make_target"]
 DETECT_TIMEOUT_S = 20.0
 
 
-@dataclass(frozen=True)
-class PlanFlags:
-    """What the command line says about the target machine and the wanted build."""
-
-    driver: Optional[str] = None
-    gpus: Sequence[str] = field(default_factory=tuple)
-    no_gpu: bool = False
-    platform: Optional[str] = None
-    python: Optional[str] = None
-    env_name: Optional[str] = None
-    torch: Optional[str] = None
-    cuda: str = "auto"
-    channel: str = "pip"
-
-
 def make_request(flags: PlanFlags) -> Request:
-    if flags.channel not in ("pip", "conda"):
-        raise InputError(f"--channel {flags.channel!r}: pip or conda")
+    try:
+        channel = Channel(flags.channel)
+    except ValueError:
+        raise InputError(f"--channel {flags.channel!r}: pip or conda") from None
     return Request(
         torch=parse_torch_spec(flags.torch) if flags.torch else None,
         cuda=parse_cuda_request(flags.cuda),
-        channel=flags.channel,
+        channel=channel,
     )
 
 

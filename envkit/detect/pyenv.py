@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit._probe_runner import run_probe
 from envkit.errors import InputError
-from envkit.facts import CondaPackage, Distribution, PythonFacts, TorchFacts
+from envkit.facts import CondaPackage, Distribution, EnvKind, PythonFacts, TorchFacts
 from envkit.versions import Version, parse_version
 
 if TYPE_CHECKING:
@@ -236,7 +236,13 @@ def detect_python(system: System, interp: Interpreter) -> tuple[PythonFacts, Tor
         )
         return facts, TorchFacts(error="not inspected: the environment probe failed")
     prefix = str(data.get("prefix") or "")
-    kind = "conda" if data.get("conda") else "venv" if prefix != data.get("base_prefix") else "system"
+    kind = (
+        EnvKind.CONDA
+        if data.get("conda")
+        else EnvKind.VENV
+        if prefix != data.get("base_prefix")
+        else EnvKind.SYSTEM
+    )
     libc = data.get("libc") or ["", ""]
     python = PythonFacts(
         executable=str(data.get("executable") or interp.path),
@@ -247,7 +253,7 @@ def detect_python(system: System, interp: Interpreter) -> tuple[PythonFacts, Tor
         glibc=parse_version(libc[1]) if libc[0] == "glibc" and libc[1] else None,
         prefix=prefix or None,
         kind=kind,
-        env_name=interp.env_name or (Path(prefix).name if kind != "system" else None),
+        env_name=interp.env_name or (Path(prefix).name if kind is not EnvKind.SYSTEM else None),
         include_dir=data.get("include") or None,
         has_python_h=data.get("has_python_h"),
         installers=_installers(system, data, interp.path),

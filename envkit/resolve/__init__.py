@@ -19,19 +19,23 @@ monotonic: a newer driver never gets an older variant. Variants pytorch.org does
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Optional
+from typing import TYPE_CHECKING, Final, Optional, Union
 
 from envkit.errors import NoBuildError
 from envkit.knowledge import Knowledge, Release, variant_cuda
 from envkit.resolve.plan import (
     PLAN_SCHEMA,
     PYTORCH_INDEX,
+    Channel,
     CondaSpec,
+    CudaKind,
     CudaRequest,
     Plan,
     Rejection,
     Request,
+    Route,
     parse_cuda_request,
     parse_torch_spec,
 )
@@ -43,11 +47,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PLAN_SCHEMA",
+    "Channel",
     "CondaSpec",
+    "CudaKind",
     "CudaRequest",
     "Plan",
     "Rejection",
     "Request",
+    "Route",
     "parse_cuda_request",
     "parse_torch_spec",
     "resolve",
@@ -57,11 +64,18 @@ __all__ = [
 RULES: Final = ("torch", "cuda", "channel", "platform", "python", "gpu_driver", "driver", "arch")
 
 
+class _NoRoute(enum.Enum):
+    """Why a candidate has no route (it is still evaluated, for the ways out)."""
+
+    NOT_ON_CONDA = enum.auto()  # --channel conda, and no conda route publishes the release
+    NO_SUCH_BUILD = enum.auto()  # --cuda names a variant the release does not have
+
+
 @dataclass(frozen=True)
 class _Candidate:
     release: Release
     variant: str
-    route: str  # "pip" | "pytorch-channel" | "conda-forge"
+    route: Union[Route, _NoRoute]
     failures: tuple[tuple[str, str], ...]  # (rule, reason)
     risk: Optional[str]  # a warning when it runs only through minor-version compatibility
     needed_driver: Optional[NvVersion] = None  # the floor it failed, when it failed on the driver
@@ -79,14 +93,14 @@ class _Candidate:
         return self.variant not in self.release.unlisted
 
 
-def _conda_routes(k: Knowledge, release: Release) -> list[tuple[str, list[str]]]:
+def _conda_routes(k: Knowledge, release: Release) -> list[tuple[Route, list[str]]]:
     """The conda routes that publish ``release`` and the variants each offers."""
     routes = []
     if release.conda_pytorch_cuda and release.torch <= k.conda.pytorch_last_release:
         variants = [f"cu{v.major}{v.minor}" for v in release.conda_pytorch_cuda] + ["cpu"]
-        routes.append(("pytorch-channel", variants))
+        routes.append((Route.PYTORCH_CHANNEL, variants))
     if release.torch in k.conda.forge_releases:
-        routes.append(("conda-forge", list(release.variants.get("linux-x86_64", ()))))
+        routes.append((Route.CONDA_FORGE, list(release.variants.get("linux-x86_64", ()))))
     return routes
 
 
@@ -102,25 +116,25 @@ class _Evaluator:
     def candidates(self) -> list[_Candidate]:
         found = []
         for release in self.k.releases:
-            offered: dict[str, str] = {}
+            offered: dict[str, Union[Route, _NoRoute]] = {}
             for variant in release.variants.get(self.target.platform, ()):
-                offered[variant] = "pip"
-            if self.request.channel == "conda":
-                conda_offered: dict[str, str] = {}
-                for route, variants in _conda_routes(self.k, release):
+                offered[variant] = Route.PIP
+            if self.request.channel is Channel.CONDA:
+                conda_offered: dict[str, Union[Route, _NoRoute]] = {}
+                for conda_route, variants in _conda_routes(self.k, release):
                     for variant in variants:
-                        conda_offered.setdefault(variant, route)
+                        conda_offered.setdefault(variant, conda_route)
                 # A release conda does not publish is still evaluated (for the ways out).
-                offered = conda_offered or dict.fromkeys(offered, "none")
-            if self.request.cuda.kind == "exact" and self.request.cuda.variant not in offered:
-                offered[str(self.request.cuda.variant)] = "missing"
+                offered = conda_offered or dict.fromkeys(offered, _NoRoute.NOT_ON_CONDA)
+            if self.request.cuda.kind is CudaKind.EXACT and self.request.cuda.variant not in offered:
+                offered[str(self.request.cuda.variant)] = _NoRoute.NO_SUCH_BUILD
             for variant, route in offered.items():
-                if variant.startswith("rocm") and self.request.cuda.kind != "exact":
+                if variant.startswith("rocm") and self.request.cuda.kind is not CudaKind.EXACT:
                     continue
                 found.append(self._evaluate(release, variant, route))
         return found
 
-    def _evaluate(self, release: Release, variant: str, route: str) -> _Candidate:
+    def _evaluate(self, release: Release, variant: str, route: Union[Route, _NoRoute]) -> _Candidate:
         failures: list[tuple[str, str]] = []
         t, req = self.target, self.request
         if req.torch is not None and not req.torch.contains(release.torch):
@@ -128,13 +142,13 @@ class _Evaluator:
         if not req.cuda.admits(variant, t):
             want = (
                 "a CUDA build (this machine has an NVIDIA GPU)"
-                if t.has_nvidia and req.cuda.kind == "auto"
+                if t.has_nvidia and req.cuda.kind is CudaKind.AUTO
                 else f"--cuda {req.cuda}"
             )
-            if req.cuda.kind == "auto" and not t.has_nvidia:
+            if req.cuda.kind is CudaKind.AUTO and not t.has_nvidia:
                 want = "the CPU build (no NVIDIA GPU or driver on the target)"
             failures.append(("cuda", f"{variant} is not {want}"))
-        if route == "none":
+        if route is _NoRoute.NOT_ON_CONDA:
             forge = ", ".join(str(v) for v in self.k.conda.forge_releases) or "none"
             failures.append(
                 (
@@ -146,9 +160,9 @@ class _Evaluator:
                     ),
                 )
             )
-        if route == "missing":
+        if route is _NoRoute.NO_SUCH_BUILD:
             have = ", ".join(release.variants.get(t.platform, ())) or "none"
-            where = "conda" if req.channel == "conda" else t.platform
+            where = "conda" if req.channel is Channel.CONDA else t.platform
             failures.append(
                 (
                     "platform",
@@ -258,7 +272,7 @@ def resolve(k: Knowledge, target: Target, request: Request) -> Plan:
     for cand in admitted:
         by_release.setdefault(cand.release.torch, []).append(cand)
     # Variants pytorch.org does not offer are used only when asked for, or when nothing else fits.
-    passes = [True] if request.cuda.kind == "exact" else [False, True]
+    passes = [True] if request.cuda.kind is CudaKind.EXACT else [False, True]
     for allow_unlisted in passes:
         for version in sorted(by_release, reverse=True):
             fitting = [c for c in by_release[version] if c.fits and (c.listed or allow_unlisted)]
@@ -301,9 +315,9 @@ def _plan(
     # PyPI's macOS wheels are the only macOS builds (no local tag, no index folder).
     index_url = None if target.platform.startswith("macos") else f"{PYTORCH_INDEX}/{chosen.variant}"
     conda = None
-    if request.channel == "conda":
+    if request.channel is Channel.CONDA:
         conda = _conda_spec(k, chosen, python)
-        if chosen.route == "conda-forge":
+        if chosen.route is Route.CONDA_FORGE:
             warnings.append(
                 "conda-forge picks the CUDA minor through the __cuda virtual package; its builds' "
                 "architecture lists are taken to match the pip wheels'"
@@ -330,14 +344,14 @@ def _conda_spec(k: Knowledge, chosen: _Candidate, python: Optional[Version]) -> 
     release = chosen.release
     deps = [f"python={python}"] if python else []
     cuda = variant_cuda(chosen.variant)
-    if chosen.route == "pytorch-channel":
+    if chosen.route is Route.PYTORCH_CHANNEL:
         deps += [
             f"pytorch={release.torch}",
             f"torchvision={release.torchvision}",
             f"torchaudio={release.torchaudio}",
         ]
         deps.append(f"pytorch-cuda={cuda}" if cuda else k.conda.cpu_package)
-        return CondaSpec((*k.conda.pytorch_channels, "defaults"), tuple(deps), "pytorch-channel")
+        return CondaSpec((*k.conda.pytorch_channels, "defaults"), tuple(deps), Route.PYTORCH_CHANNEL)
     # conda-forge: the build string forces the CUDA (or CPU) build, the CUDA major is pinned and the
     # __cuda virtual package guards the minor (conda-forge.org/docs/user/cuda); envkit spec writes
     # the same lines.
@@ -345,7 +359,7 @@ def _conda_spec(k: Knowledge, chosen: _Candidate, python: Optional[Version]) -> 
     if cuda is not None:
         deps.append(f"{k.conda.forge_cuda_selector}={cuda.major}")
     deps += ["torchvision", "torchaudio"]
-    return CondaSpec((k.conda.forge_channel,), tuple(deps), "conda-forge")
+    return CondaSpec((k.conda.forge_channel,), tuple(deps), Route.CONDA_FORGE)
 
 
 def _no_build_message(
@@ -421,6 +435,6 @@ def _ways_out(candidates: list[_Candidate], target: Target, request: Request) ->
         ways.append(f"--channel pip (torch {only['channel'].name} fits)")
     if "arch" in only and not ways:
         ways.append("no wheel of the requested releases has code for these GPUs")
-    if request.cuda.kind != "cpu" and target.has_nvidia and "cuda" not in only:
+    if request.cuda.kind is not CudaKind.CPU and target.has_nvidia and "cuda" not in only:
         ways.append("--cuda cpu for a CPU-only build")
     return "; or ".join(ways) if ways else ""

@@ -9,23 +9,31 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Final, Optional
+from typing import TYPE_CHECKING, Any, Final, Optional
 
 from packaging.specifiers import SpecifierSet
 
+from envkit._serial import StrEnum
 from envkit.errors import InputError
 from envkit.knowledge import variant_cuda
 from envkit.resolve.target import Target
 from envkit.versions import Version, parse_spec
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 __all__ = [
     "PLAN_SCHEMA",
     "PYTORCH_INDEX",
+    "Channel",
     "CondaSpec",
+    "CudaKind",
     "CudaRequest",
     "Plan",
+    "PlanFlags",
     "Rejection",
     "Request",
+    "Route",
     "parse_cuda_request",
     "parse_torch_spec",
 ]
@@ -34,46 +42,71 @@ PLAN_SCHEMA: Final = "envkit.plan/1"
 PYTORCH_INDEX: Final = "https://download.pytorch.org/whl"
 
 
+class CudaKind(StrEnum):
+    """What ``--cuda`` asks for."""
+
+    AUTO = "auto"  # the CUDA build the target's driver and GPUs fit, the CPU build without a GPU
+    CPU = "cpu"
+    EXACT = "exact"  # one variant: cu121, rocm6.2
+    MAJOR = "major"  # any cu12x
+
+
+class Channel(StrEnum):
+    """Where the torch packages come from (``--channel``; the plan's ``channel`` field)."""
+
+    PIP = "pip"
+    CONDA = "conda"
+
+
+class Route(StrEnum):
+    """How a build is published: pip wheels, the ``pytorch`` conda channel (torch ≤ 2.5.1) or
+    conda-forge. A plan's ``conda.route`` is one of the two conda routes."""
+
+    PIP = "pip"
+    PYTORCH_CHANNEL = "pytorch-channel"
+    CONDA_FORGE = "conda-forge"
+
+
 @dataclass(frozen=True)
 class CudaRequest:
     """``auto``, ``cpu``, an exact variant (``12.1``, ``cu121``, ``rocm6.2``) or a major."""
 
-    kind: str  # "auto" | "cpu" | "exact" | "major"
+    kind: CudaKind
     variant: Optional[str] = None
     major: Optional[int] = None
 
     def admits(self, variant: str, target: Target) -> bool:
-        if self.kind == "auto":
+        if self.kind is CudaKind.AUTO:
             if variant.startswith("rocm") or variant == "xpu":
                 return False
             return variant.startswith("cu") if target.has_nvidia else variant == "cpu"
-        if self.kind == "cpu":
+        if self.kind is CudaKind.CPU:
             return variant == "cpu"
-        if self.kind == "exact":
+        if self.kind is CudaKind.EXACT:
             return variant == self.variant
         cuda = variant_cuda(variant)
         return cuda is not None and cuda.major == self.major
 
     def __str__(self) -> str:
-        if self.kind == "exact":
+        if self.kind is CudaKind.EXACT:
             return str(self.variant)
-        if self.kind == "major":
+        if self.kind is CudaKind.MAJOR:
             return f"{self.major}"
-        return self.kind
+        return str(self.kind)
 
 
 def parse_cuda_request(text: str) -> CudaRequest:
     """``--cuda auto | cpu | 12.1 | cu121 | 12 | rocm6.2``."""
     value = text.strip().lower()
-    if value in ("auto", "cpu"):
-        return CudaRequest(value)
+    if value in (CudaKind.AUTO.value, CudaKind.CPU.value):
+        return CudaRequest(CudaKind(value))
     if re.fullmatch(r"cu\d{3}", value) or re.fullmatch(r"rocm\d+(\.\d+)*", value):
-        return CudaRequest("exact", variant=value)
+        return CudaRequest(CudaKind.EXACT, variant=value)
     match = re.fullmatch(r"(\d{2})\.(\d)", value)
     if match:
-        return CudaRequest("exact", variant=f"cu{match.group(1)}{match.group(2)}")
+        return CudaRequest(CudaKind.EXACT, variant=f"cu{match.group(1)}{match.group(2)}")
     if re.fullmatch(r"\d{2}", value):
-        return CudaRequest("major", major=int(value))
+        return CudaRequest(CudaKind.MAJOR, major=int(value))
     raise InputError(
         f"--cuda {text!r}: expected auto, cpu, a CUDA version (12.1 or cu121), a major (12) "
         "or a ROCm variant (rocm6.2)"
@@ -88,11 +121,58 @@ def parse_torch_spec(text: str) -> SpecifierSet:
     return spec
 
 
+@dataclass(frozen=True, init=False)
+class PlanFlags:
+    """What the command line says about the target machine and the wanted build, as typed
+    (``--driver --gpu --no-gpu --platform --python --env --torch --cuda --channel``); checked when
+    a request and a target are made of it (envkit.commands.resolve).
+
+    Keyword-only: nine fields, most of them optional strings, where a positional slip would swap
+    ``--python`` and ``--platform`` without a word. ``dataclass(kw_only=True)`` needs Python 3.10
+    and envkit runs on 3.9, so the ``__init__`` is written out (tests check it names every field).
+    """
+
+    driver: Optional[str]
+    gpus: tuple[str, ...]
+    no_gpu: bool
+    platform: Optional[str]
+    python: Optional[str]
+    env_name: Optional[str]
+    torch: Optional[str]
+    cuda: str
+    channel: str
+
+    def __init__(
+        self,
+        *,
+        driver: Optional[str] = None,
+        gpus: Sequence[str] = (),
+        no_gpu: bool = False,
+        platform: Optional[str] = None,
+        python: Optional[str] = None,
+        env_name: Optional[str] = None,
+        torch: Optional[str] = None,
+        cuda: str = "auto",
+        channel: str = "pip",
+    ) -> None:
+        # What a frozen dataclass's generated __init__ does: the record is still being built.
+        setattr_ = object.__setattr__
+        setattr_(self, "driver", driver)
+        setattr_(self, "gpus", tuple(gpus))
+        setattr_(self, "no_gpu", no_gpu)
+        setattr_(self, "platform", platform)
+        setattr_(self, "python", python)
+        setattr_(self, "env_name", env_name)
+        setattr_(self, "torch", torch)
+        setattr_(self, "cuda", cuda)
+        setattr_(self, "channel", channel)
+
+
 @dataclass(frozen=True)
 class Request:
     torch: Optional[SpecifierSet] = None
-    cuda: CudaRequest = field(default_factory=lambda: CudaRequest("auto"))
-    channel: str = "pip"  # "pip" | "conda"
+    cuda: CudaRequest = field(default_factory=lambda: CudaRequest(CudaKind.AUTO))
+    channel: Channel = Channel.PIP
 
 
 @dataclass(frozen=True)
@@ -105,7 +185,7 @@ class Rejection:
 class CondaSpec:
     channels: tuple[str, ...]
     dependencies: tuple[str, ...]
-    route: str  # "pytorch-channel" | "conda-forge"
+    route: Route  # PYTORCH_CHANNEL or CONDA_FORGE
 
 
 @dataclass(frozen=True)
@@ -117,7 +197,7 @@ class Plan:
     variant: str
     cuda: Optional[Version]
     python: Optional[Version]
-    channel: str
+    channel: Channel
     platform: str
     index_url: Optional[str]
     conda: Optional[CondaSpec]
@@ -164,7 +244,7 @@ class Plan:
             "variant": self.variant,
             "cuda": str(self.cuda) if self.cuda else None,
             "python": str(self.python) if self.python else None,
-            "channel": self.channel,
+            "channel": self.channel.value,
             "platform": self.platform,
             "index_url": self.index_url,
             "conda": None
@@ -172,7 +252,7 @@ class Plan:
             else {
                 "channels": list(self.conda.channels),
                 "dependencies": list(self.conda.dependencies),
-                "route": self.conda.route,
+                "route": self.conda.route.value,
             },
             "commands": {"pip": self.pip_command(), "conda": self.conda_command()},
             "warnings": list(self.warnings),

@@ -21,6 +21,7 @@ import re
 from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.errors import InputError
+from envkit.resolve.plan import Route
 from envkit.specs.pip import comment, header
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def _channels(
     if pip_in_conda or plan.conda is None:
         channels = extra or [k.conda.forge_channel]
         qualifier = None
-    elif plan.conda.route == "pytorch-channel":
+    elif plan.conda.route is Route.PYTORCH_CHANNEL:
         channels = [*k.conda.pytorch_channels, *(extra or ["defaults"])]
         qualifier = k.conda.pytorch_channels[0]
     else:
@@ -133,7 +134,7 @@ def _mirrored(channels: list[str], mirror: Optional[Mirror]) -> tuple[list[str],
 
 def _torch_dependencies(plan: Plan, template: Template, k: Knowledge, qualifier: Optional[str]) -> list[str]:
     assert plan.conda is not None
-    if plan.conda.route == "pytorch-channel":
+    if plan.conda.route is Route.PYTORCH_CHANNEL:
         q = f"{qualifier}::" if qualifier else ""
         deps = [f"{q}pytorch={plan.torch}={'*cuda*' if plan.cuda else '*cpu*'}"]
         deps += [

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.errors import InputError, NoBuildError
 from envkit.knowledge import Knowledge, Release, is_variant, variant_cuda
-from envkit.resolve import Request, parse_cuda_request, resolve
+from envkit.resolve import Channel, Request, parse_cuda_request, resolve
 from envkit.resolve.target import Target
 from envkit.specs.read import Pin, SpecFile
 from envkit.versions import Version
@@ -48,7 +48,7 @@ class SpecIntent:
 
     def plan(self, *, torch: Optional[SpecifierSet] = None, cuda: str = "auto") -> Optional[Plan]:
         """The resolver's build for the target, installed the way this file installs torch."""
-        channel = "conda" if self.via == "conda" else "pip"
+        channel = Channel.CONDA if self.via == "conda" else Channel.PIP
         try:
             return resolve(self.k, self.target, Request(torch, parse_cuda_request(cuda), channel))
         except (NoBuildError, InputError):

@@ -34,9 +34,9 @@ from envkit.specs.pip import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from envkit.commands.resolve import PlanFlags
     from envkit.knowledge import Knowledge
     from envkit.resolve import Plan
+    from envkit.resolve.plan import PlanFlags
     from envkit.specs.template import Template
 
 __all__ = [

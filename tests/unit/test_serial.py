@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import Literal, Optional
 
 import pytest
 
+from envkit._serial import StrEnum, from_jsonable, to_jsonable
 from envkit.errors import InputError
 from envkit.facts import (
     CondaPackage,
@@ -13,6 +16,7 @@ from envkit.facts import (
     DeviceInfo,
     Distribution,
     DriverFacts,
+    EnvKind,
     Facts,
     GpuFacts,
     HostFacts,
@@ -53,7 +57,9 @@ def full_facts() -> Facts:
         toolkits=(
             ToolkitFacts(nvcc="/usr/local/cuda/bin/nvcc", version=Version("12.4.131"), sources=("PATH",)),
         ),
-        python=PythonFacts(executable="/usr/bin/python3", selected_by="PATH", version=Version("3.11.7")),
+        python=PythonFacts(
+            executable="/usr/bin/python3", selected_by="PATH", version=Version("3.11.7"), kind=EnvKind.VENV
+        ),
         torch=TorchFacts(
             version=Version("2.5.1+cu121"),
             cuda=Version("12.1"),
@@ -74,8 +80,10 @@ def test_round_trip_is_lossless() -> None:
     data = json.loads(json.dumps(facts_to_json(facts)))
     assert data["driver"]["version"] == "535.104.05"  # NVIDIA's spelling survives
     assert data["gpus"][0]["compute_capability"] == "9.0"
+    assert data["python"]["kind"] == "venv"  # an Enum is its value in JSON
     back = facts_from_json(data)
     assert back == facts
+    assert back.python is not None and back.python.kind is EnvKind.VENV
     assert str(back.driver.version) == "535.104.05"
 
 
@@ -115,6 +123,11 @@ def test_unknown_fields_are_ignored_and_missing_ones_default() -> None:
         (lambda d: d["host"].update(env=[]), "facts.host.env: expected an object"),
         (lambda d: d["gpus"][0].pop("index"), "missing field 'index'"),
         (lambda d: d["gpus"][0].update(power_w="70 W"), "expected a number"),
+        (
+            lambda d: d["python"].update(kind="docker"),
+            "facts.python.kind: expected one of venv, conda, system",
+        ),
+        (lambda d: d["python"].update(kind=1), "facts.python.kind: expected one of"),
     ],
 )
 def test_bad_values_name_their_field(patch, message: str) -> None:  # type: ignore[no-untyped-def]
@@ -122,3 +135,39 @@ def test_bad_values_name_their_field(patch, message: str) -> None:  # type: igno
     patch(data)
     with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
         facts_from_json(data)
+
+
+class _Colour(StrEnum):
+    RED = "red"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Paint:
+    colour: _Colour
+    finish: Literal["matt", "gloss"] = "matt"
+    base: Optional[_Colour] = None
+
+
+def test_str_enums_read_and_write_as_their_values() -> None:
+    """A closed set is an Enum in the records and its plain value everywhere a person or a file sees it."""
+    assert str(_Colour.RED) == f"{_Colour.RED}" == "red" and f"{_Colour.RED:>4}" == " red"
+    assert (
+        json.dumps(to_jsonable(_Paint(_Colour.RED, "gloss")))
+        == '{"colour": "red", "finish": "gloss", "base": null}'
+    )
+    assert from_jsonable(_Paint, {"colour": "red", "finish": "gloss"}) == _Paint(_Colour.RED, "gloss")
+    assert from_jsonable(_Paint, {"colour": "red"}).colour is _Colour.RED
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"colour": "blue"}, "_Paint.colour: expected one of red"),
+        ({"colour": "red", "finish": "satin"}, "_Paint.finish: expected one of matt, gloss"),
+        ({"colour": "red", "finish": 1}, "_Paint.finish: expected one of matt, gloss"),
+        ({"colour": "red", "base": "blue"}, "_Paint.base: expected one of red"),
+    ],
+)
+def test_values_outside_a_closed_set_name_their_field(data: dict[str, object], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        from_jsonable(_Paint, data)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from envkit.errors import InputError, NoBuildError
 from envkit.knowledge import load_knowledge, variant_cuda
-from envkit.resolve import Plan, Request, parse_cuda_request, parse_torch_spec, resolve
+from envkit.resolve import Channel, CudaKind, Plan, Request, parse_cuda_request, parse_torch_spec, resolve
 from envkit.resolve.target import GpuTarget, Target, parse_gpu
 from envkit.versions import ComputeCapability, NvVersion, Version
 
@@ -31,7 +31,9 @@ def plan(t: Target, cuda: str = "auto", torch: str | None = None, channel: str =
         K,
         t,
         Request(
-            torch=parse_torch_spec(torch) if torch else None, cuda=parse_cuda_request(cuda), channel=channel
+            torch=parse_torch_spec(torch) if torch else None,
+            cuda=parse_cuda_request(cuda),
+            channel=Channel(channel),
         ),
     )
 
@@ -220,7 +222,7 @@ def test_cuda_request_forms() -> None:
     assert parse_cuda_request("12.1").variant == "cu121"
     assert parse_cuda_request("cu121").variant == "cu121"
     assert parse_cuda_request("12").major == 12
-    assert parse_cuda_request("AUTO").kind == "auto"
+    assert parse_cuda_request("AUTO").kind is CudaKind.AUTO
     with pytest.raises(InputError, match="--torch"):
         parse_torch_spec("two.five")
     assert parse_torch_spec("2.5.1").contains("2.5.1")

@@ -11,7 +11,7 @@ import pytest
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge
 from envkit.report import CheckResult, Status
-from envkit.resolve import Request, parse_cuda_request, parse_torch_spec, resolve
+from envkit.resolve import Channel, Request, parse_cuda_request, parse_torch_spec, resolve
 from envkit.resolve.target import Target, parse_gpu
 from envkit.specs.check import CHECK_IDS, check_spec
 from envkit.specs.read import conda_range, parse_conda_spec, parse_requirement, read_spec
@@ -332,7 +332,7 @@ def test_rendered_specs_pass_their_own_check(
         Version("3.11"),
     )
     plan = resolve(
-        K, t, Request(parse_torch_spec(torch) if torch else None, parse_cuda_request(cuda), channel)
+        K, t, Request(parse_torch_spec(torch) if torch else None, parse_cuda_request(cuda), Channel(channel))
     )
     mirrors = spec_mirrors([mirror], plan.variant) if mirror else None
     files = render_specs(plan, load_template("pt2"), fmt, mirror=mirrors, pip_in_conda=pip_in_conda)

@@ -16,11 +16,11 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from envkit.commands.resolve import PlanFlags
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge
 from envkit.mirrors.choose import load_mirrors, probe
-from envkit.resolve import Plan, Request, parse_cuda_request, parse_torch_spec, resolve
+from envkit.resolve import Channel, Plan, Request, Route, parse_cuda_request, parse_torch_spec, resolve
+from envkit.resolve.plan import PlanFlags
 from envkit.resolve.target import Target, parse_gpu
 from envkit.specs.pip import GENERATED_MARK
 from envkit.specs.render import render_specs, spec_flags, spec_mirrors, write_specs
@@ -53,7 +53,7 @@ def plan(
         gpus=tuple(parse_gpu(g, K) for g in gpus),
         python=Version(python),
     )
-    request = Request(parse_torch_spec(torch) if torch else None, parse_cuda_request(cuda), channel)
+    request = Request(parse_torch_spec(torch) if torch else None, parse_cuda_request(cuda), Channel(channel))
     return resolve(K, target, request)
 
 
@@ -120,7 +120,7 @@ def test_conda_cpu_and_minimal(tmp_path: Path, mapping: str) -> None:
 
 def test_conda_forge_route_forces_the_cuda_build(tmp_path: Path, mapping: str) -> None:
     p = plan("570.86.10", "sm_90", torch="2.8.0", channel="conda")
-    assert p.conda is not None and p.conda.route == "conda-forge"
+    assert p.conda is not None and p.conda.route is Route.CONDA_FORGE
     text = render_specs(p, TRAIN, "conda")["environment.yml"]
     spec = conda_lock_parse(text, tmp_path, mapping)
     assert [c.url for c in spec.channels] == ["conda-forge"]  # conda-lock drops "nodefaults"
