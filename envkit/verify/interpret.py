@@ -92,14 +92,21 @@ def _fix(check: str, kind: Optional[str], facts: Facts) -> str:
 
 
 def _perf(result: CheckResult, facts: Facts) -> CheckResult:
-    """Compare each GPU's measured figures with its datasheet peak."""
+    """Compare each GPU's measured figures with its datasheet peak: a new result, whose devices
+    carry ``*_of_peak`` beside the measured figures (the probe's result is left as it was)."""
     devices = result.metrics.get("devices")
     if not isinstance(devices, list):
         return result
     knowledge = load_knowledge()
     lows: list[str] = []
     lines: list[str] = []
-    for device in devices:
+    rated: list[Any] = []
+    for measured in devices:
+        if not isinstance(measured, dict):
+            rated.append(measured)
+            continue
+        device = dict(measured)
+        rated.append(device)
         gpu = knowledge.gpu_named(str(device.get("name", "")))
         label = f"GPU {device.get('index')} ({device.get('name')})"
         parts = [
@@ -128,6 +135,7 @@ def _perf(result: CheckResult, facts: Facts) -> CheckResult:
                     f"{label}: device copy {copy} GB/s is below {MEMORY_WARN_FRACTION:.0%} "
                     f"of {bandwidth:g} GB/s"
                 )
+    metrics = {**result.metrics, "devices": rated}
     if lows:
         return CheckResult(
             result.id,
@@ -135,10 +143,10 @@ def _perf(result: CheckResult, facts: Facts) -> CheckResult:
             headline(lows),
             detail=join_lines(*lows, *lines),
             fix="check clocks and power (`nvidia-smi -q -d PERFORMANCE,POWER`), gpu.health, other jobs",
-            metrics=result.metrics,
+            metrics=metrics,
         )
     summary = "; ".join(lines[:2]) if lines else result.summary
-    return CheckResult(result.id, result.status, summary, detail=join_lines(*lines), metrics=result.metrics)
+    return CheckResult(result.id, result.status, summary, detail=join_lines(*lines), metrics=metrics)
 
 
 def interpret(check: str, outcome: Optional[ProbeOutcome], facts: Facts) -> CheckResult:

@@ -4,6 +4,7 @@ with the datasheet."""
 
 from __future__ import annotations
 
+import copy
 import importlib
 import sys
 import time
@@ -213,6 +214,17 @@ def test_perf_near_the_datasheet_passes() -> None:
     device = result.metrics["devices"][0]
     assert device["bf16_of_peak"] == round(790 / 989, 3)
     assert device["d2d_of_peak"] == 0.75
+
+
+def test_perf_rates_a_copy_and_leaves_the_probe_answer_as_it_was() -> None:
+    """CheckResult is frozen: the ratings go into new metrics, not into the probe's dicts."""
+    outcome = perf_outcome(790.0, 3600.0)
+    before = copy.deepcopy(outcome.data)  # type: ignore[attr-defined]
+    first = interpret("perf", outcome, FACTS)  # type: ignore[arg-type]
+    assert outcome.data == before  # type: ignore[attr-defined]
+    second = interpret("perf", outcome, FACTS)  # type: ignore[arg-type]
+    assert first == second and "bf16_of_peak" in first.metrics["devices"][0]
+    assert "bf16_of_peak" not in before["metrics"]["devices"][0]
 
 
 def test_perf_far_below_the_datasheet_warns() -> None:
