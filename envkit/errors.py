@@ -1,14 +1,11 @@
 """Every error envkit raises on purpose, and the exit codes of the command line.
 
-The codes are a contract (README "Exit codes"); each error class carries its own, so a code means
-one thing wherever it comes from:
+The codes are a contract; ``EXIT_CODES`` below is their one description: ``envkit --help`` is built
+from it and a test holds the README's "Exit codes" table to it. Each error class declares the code it
+ends envkit with, in its own body (``__init_subclass__`` refuses a class that does not), so a code
+means one thing wherever it comes from and no error becomes "internal error" by omission.
 
-    0    healthy / done
-    1    a check failed (with --strict, a warning too)
-    2    usage or input error: a bad flag, a malformed file, an unknown environment
-    3    no torch build satisfies the request
-    70   an internal error: the traceback goes to a log file whose path is printed
-    130  interrupted (Ctrl-C)
+These classes only carry the code; the command line (envkit/cli.py) turns them into exit statuses.
 """
 
 from __future__ import annotations
@@ -17,12 +14,56 @@ from typing import ClassVar, Final
 
 from envkit.redact import redact
 
+__all__ = [
+    "EXIT_CHECK_FAILED",
+    "EXIT_CODES",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_NO_BUILD",
+    "EXIT_OK",
+    "EXIT_STEP_FAILED",
+    "EXIT_USAGE",
+    "CreateFailed",
+    "EnvkitError",
+    "InputError",
+    "KnowledgeError",
+    "LockFailed",
+    "NoBuildError",
+]
+
 EXIT_OK: Final = 0
 EXIT_CHECK_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_NO_BUILD: Final = 3
-EXIT_INTERNAL: Final = 70
-EXIT_INTERRUPTED: Final = 130
+EXIT_STEP_FAILED: Final = 4
+EXIT_INTERNAL: Final = 70  # EX_SOFTWARE of BSD's sysexits.h: an internal software error
+EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, what a shell reports for a program Ctrl-C ended
+
+# What each code means, once. The text is the README table's (Markdown: `--strict`); --help shows it
+# without the backticks.
+EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
+    (EXIT_OK, "healthy / done"),
+    (EXIT_CHECK_FAILED, "a check failed (with `--strict`, a warning too)"),
+    (EXIT_USAGE, "usage or input error: a bad flag, a malformed file, an unknown environment"),
+    (EXIT_NO_BUILD, "no torch build satisfies the request"),
+    (
+        EXIT_STEP_FAILED,
+        (
+            "an installer or conda-lock step failed, or the new environment's torch did not work: "
+            "`create` put the environment back as it was"
+        ),
+    ),
+    (
+        EXIT_INTERNAL,
+        (
+            "internal error: one line on stderr, the traceback in a log file under "
+            "`~/.cache/envkit/logs/` whose path is printed"
+        ),
+    ),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C, or SIGTERM)"),
+)
+# Codes an error class may declare: 0 is success and 130 belongs to KeyboardInterrupt, not to a class.
+_ERROR_CODES: Final = frozenset(code for code, _ in EXIT_CODES) - {EXIT_OK, EXIT_INTERRUPTED}
 
 
 class EnvkitError(Exception):
@@ -30,9 +71,26 @@ class EnvkitError(Exception):
 
     The message and the hint are redacted (envkit.redact) when set, so that no exception text,
     traceback or log carries a credential, whoever builds the text (an installer's argv, its output).
+
+    Raised as is, an EnvkitError is an internal error (70): a message without a class is a bug.
+    Every subclass declares ``exit_code`` in its own body, one of the documented codes.
     """
 
     exit_code: ClassVar[int] = EXIT_INTERNAL
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "exit_code" not in cls.__dict__:
+            raise TypeError(
+                f"{cls.__qualname__} must declare its exit code (exit_code = ...) in its own body: "
+                "one of envkit.errors.EXIT_CODES"
+            )
+        code = cls.__dict__["exit_code"]
+        if isinstance(code, bool) or not isinstance(code, int) or code not in _ERROR_CODES:
+            raise TypeError(
+                f"{cls.__qualname__}.exit_code = {code!r} is not a documented error code "
+                f"(envkit.errors.EXIT_CODES: {', '.join(map(str, sorted(_ERROR_CODES)))})"
+            )
 
     def __init__(self, message: str, *, hint: str = "") -> None:
         message = redact(message)
@@ -59,3 +117,26 @@ class NoBuildError(EnvkitError):
     """No torch build satisfies the request on the target machine."""
 
     exit_code: ClassVar[int] = EXIT_NO_BUILD
+
+
+class CreateFailed(EnvkitError):
+    """An installer step of ``envkit create`` failed (or the new torch did not work); the environment
+    was removed, or the one ``--force`` replaced was put back. Raised by envkit.create.install.
+    Its message and hint are redacted: an installer's output may echo an index URL."""
+
+    exit_code: ClassVar[int] = EXIT_STEP_FAILED
+
+
+class LockFailed(EnvkitError):
+    """conda-lock could not run or did not finish (envkit.create.lock); no lock file was written."""
+
+    exit_code: ClassVar[int] = EXIT_STEP_FAILED
+
+
+class KnowledgeError(EnvkitError):
+    """The knowledge base itself is wrong: a bug in envkit's data, not the user's input.
+
+    Its tables are only ever read from envkit's own package (envkit/knowledge/*.toml, never a path
+    the user gives), so a bad row is envkit's bug: an internal error, with the crash log."""
+
+    exit_code: ClassVar[int] = EXIT_INTERNAL

@@ -2,8 +2,9 @@
 that compare it with the facts.
 
 The file is TOML, one key per expectation, in the spirit of NHC's and Azure's per-SKU configs
-(anchors-preflight.md §5.7). A malformed file, an unknown key or a wrong type is an input error
-naming the file, the line and the key: a typo must not silently turn a check off.
+(mej/nhc:nhc.conf@9c4a38c0c9f4, Azure/azurehpc-health-checks:conf/*.conf@0e0a1ac26a64). A malformed
+file, an unknown key or a wrong type is an input error naming the file, the line and the key: a typo
+must not silently turn a check off.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """gpu.health: ECC errors, pending page retirement / row remaps, throttling, PCIe link, lost GPUs.
 
-Thresholds follow the trusted node-health tools (../shared/reference/anchors-preflight.md §3 T1):
-any volatile uncorrected ECC error or failed row remap fails the node (GCM, Azure NHC2019/2007);
+Thresholds follow the trusted node-health tools: any volatile uncorrected ECC error or failed row
+remap fails the node (facebookresearch/gcm:gcm/health_checks/checks/check_nvidia_smi.py@1b7bde97195d;
+Azure/azurehpc-health-checks:customTests/azure_*.nhc@0e0a1ac26a64, NHC2019/NHC2007);
 a pending remap or retirement needs a GPU reset (NVIDIA "Dynamic Page Retirement" / "Row
 Remapping" docs); hardware slowdown, thermal and power-brake clock events warn (Azure, DCGM
 ``--clocksevent-mask``); a PCIe link narrower than its maximum warns. The link *generation* is not

@@ -25,7 +25,9 @@ __all__ = ["RENAMED", "check_nccl_env", "nccl_ifname_matches"]
 
 ID: Final = "nccl.env"
 
-# Source: ../shared/reference/compat-data.md §6a (pytorch PR #114077, torch 2.2).
+# Source: https://github.com/pytorch/pytorch/pull/114077 ("[nccl-pg] Avoid using NCCL_ prefix for
+# non-NCCL env variables"), in torch 2.2.0 (https://github.com/ray-project/ray/issues/47292); the
+# old names still work with a deprecation warning.
 RENAMED: Final = {
     "NCCL_BLOCKING_WAIT": "TORCH_NCCL_BLOCKING_WAIT",
     "NCCL_ASYNC_ERROR_HANDLING": "TORCH_NCCL_ASYNC_ERROR_HANDLING",

@@ -1,17 +1,16 @@
 """``envkit preflight``: the cluster-provisioning gate. The doctor checks, drift against an
 expectations file, and any verify checks asked for, all under one hard time budget.
 
-Slurm kills a HealthCheckProgram after 60 s and NHC's own watchdog defaults to 30 s (anchors-
-preflight.md §0.2), so the budget defaults to 30 s. Detection already answers by its deadline (a
+Slurm kills a HealthCheckProgram after 60 s (slurm.conf(5), https://slurm.schedmd.com/slurm.conf.html)
+and NHC's own watchdog defaults to 30 s (TIMEOUT=30 in mej/nhc:nhc@9c4a38c0c9f4), so the budget
+defaults to 30 s. Detection already answers by its deadline (a
 hung NVML or nvidia-smi is reported as unknown) and every probe has a timeout; the watchdog is the
-last line: if the process itself is stuck past the budget, it prints the verdict "unhealthy: no
-answer in time" and exits 1, so the node is never left in limbo.
+last line: if the process itself is stuck past the budget, it calls what the caller gave it (the
+command line prints "no answer in time" and exits 1, unhealthy), so the node is never left in limbo.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Callable, Final, Optional
@@ -19,7 +18,6 @@ from typing import TYPE_CHECKING, Callable, Final, Optional
 from envkit.checks import CHECKS, run_checks
 from envkit.checks.expect import Expectations, apply_require_ignore, check_expectations, load_expectations
 from envkit.detect import begin_run, detect_all
-from envkit.errors import EXIT_CHECK_FAILED
 from envkit.report import CheckResult, Report, Status
 from envkit.verify import ALL_CHECKS, run_verify_checks
 
@@ -39,7 +37,10 @@ _SEVERITY: Final = ("driver", "gpu", "expect", "torch", "verify", "toolkit", "nc
 
 
 class Watchdog:
-    """Calls ``fire`` once if not stopped within ``seconds`` (a daemon timer thread)."""
+    """Calls ``fire`` once if not stopped within ``seconds`` (a daemon timer thread).
+
+    ``fire`` runs in the timer's thread while the main thread may be stuck anywhere: it must not
+    wait for the main thread (envkit/cli.py passes one that writes a line and ends the process)."""
 
     def __init__(self, seconds: float, fire: Callable[[], None]) -> None:
         self._timer = threading.Timer(seconds, fire)
@@ -51,17 +52,6 @@ class Watchdog:
 
     def __exit__(self, *_exc: object) -> None:
         self._timer.cancel()
-
-
-def exit_unanswered(seconds: float) -> Callable[[], None]:
-    """The watchdog's last resort: one line, exit 1, no matter what the main thread is doing."""
-
-    def fire() -> None:
-        sys.stderr.write(f"envkit: preflight: no answer within {seconds:g} s (watchdog)\n")
-        sys.stderr.flush()
-        os._exit(EXIT_CHECK_FAILED)
-
-    return fire
 
 
 def drain_reason(report: Report) -> Optional[str]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
 from envkit._files import write_atomic
+from envkit._serial import StrEnum
 from envkit._signals import deferred_signals
 from envkit.create.place import (
     MARKER,
@@ -37,7 +38,7 @@ from envkit.create.place import (
 from envkit.detect.pyenv import conda_env_dirs, envkit_envs_dir
 from envkit.errors import EnvkitError, InputError
 from envkit.redact import MASK, redact
-from envkit.resolve import Plan
+from envkit.resolve import Channel, Plan
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKENDS",
+    "Backend",
     "CreateFailed",
     "Installation",
     "Step",
@@ -56,10 +58,23 @@ __all__ = [
     "choose_backend",
     "execute",
     "find_tool",
+    "parse_backend",
 ]
 
-BACKENDS: Final = ("auto", "conda", "mamba", "micromamba", "uv", "venv")
-CONDA_FAMILY: Final = ("micromamba", "mamba", "conda")
+
+class Backend(StrEnum):
+    """An installer ``envkit create`` drives (``--backend``); ``auto`` chooses one of the others."""
+
+    AUTO = "auto"
+    CONDA = "conda"
+    MAMBA = "mamba"
+    MICROMAMBA = "micromamba"
+    UV = "uv"
+    VENV = "venv"
+
+
+BACKENDS: Final = tuple(b.value for b in Backend)
+CONDA_FAMILY: Final = (Backend.MICROMAMBA, Backend.MAMBA, Backend.CONDA)  # auto's order of preference
 # Installers download gigabytes (a CUDA torch is ~3 GB with its nvidia-* wheels).
 INSTALL_TIMEOUT_S: Final = 3600.0
 VENV_TIMEOUT_S: Final = 300.0
@@ -101,7 +116,7 @@ class Installation:
 
     name: Optional[str]
     prefix: Path
-    backend: str
+    backend: Backend  # never AUTO: the one chosen
     plan: Plan
     steps: tuple[Step, ...]
     spec_files: dict[str, str]  # file name -> content, written into <prefix>/envkit/
@@ -114,7 +129,7 @@ class Installation:
             "schema": CREATE_SCHEMA,
             "name": self.name,
             "prefix": str(self.prefix),
-            "backend": self.backend,
+            "backend": self.backend.value,
             "python": str(self.python),
             "plan": self.plan.to_json(),
             "commands": [s.shown() for s in self.steps],
@@ -129,11 +144,18 @@ def _quote(arg: str) -> str:
     return shlex.quote(arg)
 
 
-def backend_exe(system: System, wanted: str) -> str:
+def parse_backend(text: str) -> Backend:
+    """``--backend`` as given; InputError when unknown."""
+    try:
+        return Backend(text)
+    except ValueError:
+        raise InputError(f"--backend {text!r}: one of {', '.join(BACKENDS)}") from None
+
+
+def backend_exe(system: System, text: str) -> str:
     """The executable of a ``--backend`` ("" for venv and auto); InputError when unknown or missing."""
-    if wanted not in BACKENDS:
-        raise InputError(f"--backend {wanted!r}: one of {', '.join(BACKENDS)}")
-    if wanted in ("auto", "venv"):
+    wanted = parse_backend(text)
+    if wanted in (Backend.AUTO, Backend.VENV):
         return ""
     exe = find_tool(system, wanted)
     if exe is None:
@@ -141,11 +163,12 @@ def backend_exe(system: System, wanted: str) -> str:
     return exe
 
 
-def choose_backend(system: System, wanted: str, plan: Plan) -> tuple[str, str]:
+def choose_backend(system: System, text: str, plan: Plan) -> tuple[Backend, str]:
     """(backend, its executable). ``auto``: the conda family for a conda plan, else uv, else venv."""
-    exe = backend_exe(system, wanted)
-    if wanted == "auto":
-        if plan.channel == "conda":
+    exe = backend_exe(system, text)
+    wanted = Backend(text)
+    if wanted is Backend.AUTO:
+        if plan.channel is Channel.CONDA:
             for name in CONDA_FAMILY:
                 found = find_tool(system, name)
                 if found:
@@ -154,13 +177,13 @@ def choose_backend(system: System, wanted: str, plan: Plan) -> tuple[str, str]:
                 "the plan is for conda but no conda, mamba or micromamba is installed",
                 hint="install micromamba (https://mamba.readthedocs.io) or use --channel pip",
             )
-        uv = find_tool(system, "uv")
-        return ("uv", uv) if uv else ("venv", "")
-    if wanted == "venv":
-        return "venv", ""
-    if wanted in CONDA_FAMILY and plan.channel != "conda":
+        uv = find_tool(system, Backend.UV)
+        return (Backend.UV, uv) if uv else (Backend.VENV, "")
+    if wanted is Backend.VENV:
+        return Backend.VENV, ""
+    if wanted in CONDA_FAMILY and plan.channel is not Channel.CONDA:
         raise InputError(f"--backend {wanted} installs conda packages: add --channel conda")
-    if wanted in ("uv", "venv") and plan.channel == "conda":
+    if wanted in (Backend.UV, Backend.VENV) and plan.channel is Channel.CONDA:
         raise InputError(f"--backend {wanted} installs pip packages: drop --channel conda")
     return wanted, exe
 
@@ -170,7 +193,7 @@ def find_tool(system: System, name: str) -> Optional[str]:
     return (system.env.get(env_var) if env_var else None) or system.which(name)
 
 
-def default_prefix(system: System, name: str, backend: str) -> Path:
+def default_prefix(system: System, name: str, backend: Backend) -> Path:
     """Where an environment made by name goes: conda's envs folder for the conda family, else
     envkit's own envs folder ($ENVKIT_ENVS_DIR, default ~/.local/share/envkit/envs)."""
     if backend in CONDA_FAMILY:
@@ -273,7 +296,7 @@ def _hide_credentials(
 def build_steps(
     system: System,
     *,
-    backend: str,
+    backend: Backend,
     exe: str,
     prefix: Path,
     plan: Plan,
@@ -296,7 +319,7 @@ def build_steps(
         if "environment.yml" not in spec_files:
             raise InputError(f"--backend {backend} needs a conda plan (--channel conda)")
         spec = str(staging / "environment.yml")
-        verb = ["create", "--yes"] if backend == "micromamba" else ["env", "create"]
+        verb = ["create", "--yes"] if backend is Backend.MICROMAMBA else ["env", "create"]
         argv = [exe, *verb, "--prefix", str(prefix), "--file", spec]
         if offline:
             argv.append("--offline")
@@ -305,7 +328,7 @@ def build_steps(
         return python, (step,)
     index = _index_args(torch_index, wheelhouse=wheelhouse, offline=offline)
     constraints = str(staging / "constraints.txt")
-    if backend == "uv":
+    if backend is Backend.UV:
         create = [exe, "venv", str(prefix), "--seed"] + (["--python", version] if version else [])
         install = [exe, "pip", "install", "--python", str(python), *torch_requirements, *index]
         extra = [exe, "pip", "install", "--python", str(python), *extra_pip, "--constraint", constraints]
@@ -314,7 +337,7 @@ def build_steps(
         install = [str(python), "-m", "pip", "install", *torch_requirements, *index]
         extra = [str(python), "-m", "pip", "install", *extra_pip, "--constraint", constraints]
     extra += _index_args(extra_index, wheelhouse=wheelhouse, offline=offline)
-    installer = "uv" if backend == "uv" else "pip"
+    installer = "uv" if backend is Backend.UV else "pip"
     steps = [
         Step("create the environment", tuple(create), VENV_TIMEOUT_S),
         _install_step(f"install torch {plan.torch}+{plan.variant}", install, installer),
@@ -504,7 +527,7 @@ def _marker(install: Installation) -> dict[str, Any]:
         "schema": MARKER_SCHEMA,
         "envkit": __version__,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "backend": install.backend,
+        "backend": install.backend.value,
         "torch": str(plan.torch),
         "variant": plan.variant,
         "python": str(plan.python) if plan.python else None,

@@ -1,8 +1,9 @@
 """Pasted ``python -m torch.utils.collect_env`` output, read into Facts.
 
 People paste collect_env's report into issue trackers (PyTorch's bug template asks for it), so
-``envkit doctor --from FILE`` can diagnose a machine it never saw. The report is text only (no JSON,
-anchors-install-tools.md §4) and its labels changed over the releases: 1.x printed "Is debug build:
+``envkit doctor --from FILE`` can diagnose a machine it never saw. The report is text only (no JSON:
+main() prints get_pretty_env_info(), pytorch/pytorch:torch/utils/collect_env.py@v2.11.0) and its
+labels changed over the releases: 1.x printed "Is debug build:
 No" and "Python version: 3.7", no ROCm/libc/platform lines and ``[pip] numpy (1.15.1)`` in the oldest
 format; 2.x added "Python platform", "CUDA_MODULE_LOADING set to", the CPU block and more. What
 reaches envkit has also been through a browser or a mail client: quoted ("> "), indented, fenced,

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final, Optional
 
-from envkit.errors import EnvkitError
+from envkit.errors import KnowledgeError as KnowledgeError  # re-exported: the loaders raise it
 from envkit.versions import ComputeCapability, NvVersion, Version, parse_compute_capability
 
 if sys.version_info >= (3, 11):
@@ -26,10 +26,6 @@ DATA_DIR: Final = Path(__file__).parent
 # Citations of files a reader of this repository cannot open: the unpublished research notes
 # (compat-data.md, anchors-*.md) and anything under ../shared/.
 _UNFOLLOWABLE: Final = re.compile(r"compat-data|anchors-[\w*-]*(?:\.md)?|(?:\.\./)+shared/|shared/reference/")
-
-
-class KnowledgeError(EnvkitError):
-    """The knowledge base itself is wrong: a bug in envkit's data, not the user's input."""
 
 
 class Row:

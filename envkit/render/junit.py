@@ -2,7 +2,8 @@
 
 fail -> <failure>, skip -> <skipped>, warn -> a passing case whose system-out says why (a failure
 with --strict), pass -> a plain case. Jenkins, GitLab and GitHub test reporters all read this shape
-(testsuites/testsuite/testcase, anchors-preflight.md §2.10).
+(testsuites/testsuite/testcase; JUnit has no single official schema: unverified against each
+reporter, the shape is the one the common XSDs share, e.g. https://github.com/windyroad/JUnit-Schema).
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ def _cuda_packages(it: SpecIntent) -> CheckResult:
             why = (
                 "CUDA 12 builds come as pytorch-cuda=12.x on -c pytorch -c nvidia (torch ≤ "
                 f"{k.conda.pytorch_last_release}) or cuda-version=12.x on conda-forge; there is no "
-                "cudatoolkit 12 (compat-data §1d; conda-forge/conda-forge.github.io#1963)."
+                "cudatoolkit 12 (conda-forge/conda-forge.github.io#1963)."
             )
             summary = (
                 f"{toolkit.text}: no such package; cudatoolkit stops at {max(k.conda.cudatoolkit_versions)}"
@@ -112,7 +112,8 @@ def _cuda_packages(it: SpecIntent) -> CheckResult:
         if not any(admits(pytorch_cuda.spec, v) for v in exists):
             summary = f"{pytorch_cuda.text}: no such version (pytorch-cuda has {_versions(exists)})"
             fix = f"use pytorch-cuda={max(offered or exists)}"
-            found.append((Status.FAIL, summary, "anaconda.org/pytorch/pytorch-cuda (compat-data §1d).", fix))
+            why = "https://anaconda.org/pytorch/pytorch-cuda lists its versions."
+            found.append((Status.FAIL, summary, why, fix))
         elif offered and not any(admits(pytorch_cuda.spec, v) for v in offered):
             torch = published[0].torch
             summary = f"{pytorch_cuda.text}: torch {torch} comes with pytorch-cuda {_versions(offered)}"
@@ -153,7 +154,7 @@ def _channel(it: SpecIntent) -> CheckResult:
             fixes.append(f"or torch through pip in the environment (--pip-in-conda): {pip.pip_command()}")
         why = (
             "pytorch/pytorch#138506: 2.5 was the last release published to the pytorch channel; newer "
-            "builds are conda-forge's pytorch with cuda-version (compat-data §1d)."
+            "builds are conda-forge's pytorch with cuda-version (https://conda-forge.org/docs/user/cuda/)."
         )
         summary = f"{pin.text}: the pytorch channel never published it (its last torch is {last})"
         found.append((Status.FAIL, summary, why, "; ".join(fixes)))
@@ -203,7 +204,7 @@ def _companions(it: SpecIntent) -> CheckResult:
                 summary = f"{comp.text}: torch {torch_v} was released with {name} {expected}"
                 found.append((Status.WARN, summary, "", f"{name}{eq}{expected}"))
         else:
-            why = "Each torch release has its own torchvision and torchaudio (compat-data §1c)."
+            why = "Each torch release has its own torchvision and torchaudio (pytorch/vision's README table)."
             summary = (
                 f"{comp.text} does not belong with {pin.text}: torch {torch_v} pairs with {name} {expected}"
             )
@@ -308,7 +309,7 @@ def _mirror(it: SpecIntent) -> CheckResult:
         variant = variant_of_url(url)
         if variant and torch is not None and not torch.local and torch.spec is not None:
             why = (
-                "pip takes the highest version from any index: PyPI's default build may win (compat-data 5c)."
+                "pip takes the highest version from any index: PyPI's default build may win (pypa/pip#8606)."
             )
             summary = f"the {variant} index is only an extra index and torch is not pinned to +{variant}"
             found.append(

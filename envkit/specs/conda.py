@@ -1,6 +1,6 @@
 """Spec files for conda: ``environment.yml`` (conda / mamba / micromamba) and conda-lock's inputs.
 
-Two conda routes (compat-data §1d):
+Two conda routes (pytorch/pytorch#138506 ends the first at 2.5; conda-forge.org/docs/user/cuda the second):
 
 - torch ≤ 2.5.1 on the ``pytorch`` channel: ``pytorch``, ``nvidia`` then ``defaults`` (or the
   template's channels), with ``pytorch-cuda=X.Y`` selecting the CUDA build. The torch packages are

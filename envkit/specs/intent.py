@@ -58,7 +58,7 @@ class SpecIntent:
         return (plan.conda_command() if self.via == "conda" else None) or plan.pip_command()
 
     def on_pytorch_channel(self) -> list[Release]:
-        """The admitted releases the pytorch channel published (≤ 2.5.1, compat-data §1d)."""
+        """The admitted releases the pytorch channel published (≤ 2.5.1, pytorch/pytorch#138506)."""
         last = self.k.conda.pytorch_last_release
         return [r for r in self.releases if r.conda_pytorch_cuda and r.torch <= last]
 
@@ -108,7 +108,8 @@ def _pip_variant(spec: SpecFile, torch: Pin, release: Optional[Release], platfor
     variant = torch.local or next((v for v in map(variant_of_url, urls) if v), None)
     if variant is None and release is not None and not urls:
         # PyPI itself: the release's default CUDA build on linux-x86_64, CPU builds on Windows and
-        # macOS; linux-aarch64 varies by release (compat-data §1b).
+        # macOS; linux-aarch64 varies by release (releases.toml's pypi_default_aarch64, read from the
+        # wheels' metadata on https://pypi.org/project/torch/).
         variant = {"linux-x86_64": release.pypi_default, "linux-aarch64": None}.get(platform, "cpu")
     return variant
 

@@ -1,7 +1,7 @@
 """Spec files for pip and uv: where torch comes from, and ``requirements.txt`` / ``pyproject.toml``.
 
 The index decisions live here because the conda renderer's ``pip:`` section and conda-lock's
-``pip-repositories`` make the same ones. The rules (compat-data §5c):
+``pip-repositories`` make the same ones. The rules (pip ranks every index alike, pypa/pip#8606):
 
 - torch comes from its variant's index (``--index-url``: it *replaces* PyPI), pinned with its local
   version (``==2.5.1+cu121``) so that no resolver can swap in PyPI's default build;
@@ -129,7 +129,7 @@ def placeholder_values(
 
 def _pypi_serves(plan: Plan, k: Knowledge) -> bool:
     """Whether PyPI's torch of this release is the plan's build: its default CUDA variant, and only
-    on linux-x86_64 (PyPI's Windows wheels are CPU builds; compat-data §1b)."""
+    on linux-x86_64 (PyPI's Windows wheels are CPU builds: https://pypi.org/project/torch/#files)."""
     release = k.release(plan.torch)
     return release is not None and release.pypi_default == plan.variant and plan.platform == "linux-x86_64"
 

@@ -9,7 +9,7 @@
 # slurmd runs it as root on every node and kills it after 60 s; Slurm itself does nothing with the
 # result: "any action to be taken must be explicitly performed by the program" (slurm.conf(5)).
 # The drain/resume rules are LBNL NHC's (node-mark-offline / node-mark-online), with "envkit:" for
-# "NHC:" (../shared/reference/anchors-preflight.md §2.1):
+# "NHC:" (mej/nhc:helpers/node-mark-offline and helpers/node-mark-online@9c4a38c0c9f4):
 #
 #   envkit exit   what this script does
 #   0 healthy     RESUME the node only if envkit drained it (its reason starts with "envkit:").

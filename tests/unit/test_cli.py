@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import json
+import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from typer.testing import CliRunner
 
 from envkit import __version__, cli
-from envkit.errors import EXIT_INTERNAL, EXIT_USAGE
+from envkit.errors import (
+    EXIT_CODES,
+    EXIT_INTERNAL,
+    EXIT_NO_BUILD,
+    EXIT_STEP_FAILED,
+    EXIT_USAGE,
+    CreateFailed,
+    EnvkitError,
+    InputError,
+    LockFailed,
+    NoBuildError,
+)
 
 runner = CliRunner()
 
@@ -32,19 +46,14 @@ def test_version() -> None:
     assert result.stdout == f"envkit {__version__}\n"
 
 
-def test_help_documents_the_exit_codes() -> None:
+def test_help_documents_every_exit_code() -> None:
+    """--help lists EXIT_CODES (test_errors holds the README's table to the same)."""
     result = runner.invoke(cli.app, ["--help"])
     assert result.exit_code == 0
     text = " ".join(result.stdout.split())
-    for words in (
-        "0 healthy/done",
-        "1 a check failed",
-        "2 usage or input error",
-        "3 no build satisfies",
-        "70 internal error",
-        "130 interrupted",
-    ):
-        assert words in text
+    for code, meaning in EXIT_CODES:
+        assert f"{code} {meaning.replace('`', '')}" in text
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
 
 
 def test_doctor_json_on_this_machine() -> None:
@@ -141,6 +150,137 @@ def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
     result = runner.invoke(cli.app, ["doctor"])
     assert result.exit_code == 130
     assert result.stderr == "envkit: interrupted\n"
+
+
+@pytest.fixture
+def extra_command() -> Iterator[Callable[[Callable[[], int]], None]]:
+    """Add a command to envkit's app for one test, written as a new command would be: no decorator
+    but ``app.command()``."""
+    before = list(cli.app.registered_commands)
+
+    def add(fn: Callable[[], int]) -> None:
+        cli.app.command("test-extra")(fn)
+
+    yield add
+    cli.app.registered_commands[:] = before
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "said"),
+    [
+        (
+            InputError("bad --thing", hint="try --other"),
+            EXIT_USAGE,
+            "envkit: bad --thing\n  hint: try --other",
+        ),
+        (NoBuildError("no build for sm_20"), EXIT_NO_BUILD, "envkit: no build for sm_20"),
+        (
+            CreateFailed("install torch failed: exit 1"),
+            EXIT_STEP_FAILED,
+            "envkit: install torch failed: exit 1",
+        ),
+        (LockFailed("conda-lock failed: exit 1"), EXIT_STEP_FAILED, "envkit: conda-lock failed: exit 1"),
+    ],
+)
+def test_a_new_command_gets_the_one_handler(
+    extra_command: Callable[[Callable[[], int]], None], error: EnvkitError, code: int, said: str
+) -> None:
+    def raises() -> int:
+        raise error
+
+    extra_command(raises)
+    result = runner.invoke(cli.app, ["test-extra"])
+    assert result.exit_code == code
+    assert result.stderr == said + "\n"  # the message (and its hint), nothing else
+    assert result.stdout == ""
+
+
+def test_a_new_command_returns_its_code_and_a_bug_in_it_is_70(
+    extra_command: Callable[[Callable[[], int]], None], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    calls: list[str] = []
+
+    def command() -> int:
+        calls.append("ran")
+        if len(calls) > 1:
+            raise ZeroDivisionError("a bug")
+        return 3
+
+    extra_command(command)
+    assert runner.invoke(cli.app, ["test-extra"]).exit_code == 3
+    result = runner.invoke(cli.app, ["test-extra"])
+    assert result.exit_code == EXIT_INTERNAL
+    assert "internal error: ZeroDivisionError: a bug" in result.stderr
+    (log,) = (tmp_path / "envkit" / "logs").glob("crash-*.log")
+    assert "ZeroDivisionError" in log.read_text()
+    # The handler leaves typer's own endings alone: --help 0, an unknown option 2.
+    assert runner.invoke(cli.app, ["test-extra", "--help"]).exit_code == 0
+    assert runner.invoke(cli.app, ["test-extra", "--no-such-flag"]).exit_code == EXIT_USAGE
+    assert calls == ["ran", "ran"]
+
+
+def test_a_broken_knowledge_base_is_an_internal_error_with_the_crash_log(
+    data_copy: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """envkit's own tables (never a file the user gives) are wrong: exit 70 and the log 70 promises."""
+    (data_copy / "arch.toml").write_text("[[arch]\n", encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    result = runner.invoke(cli.app, ["resolve", *PLAN_FLAGS])
+    assert result.exit_code == EXIT_INTERNAL
+    assert result.stderr.startswith("envkit: internal error: KnowledgeError: arch.toml: cannot be read")
+    assert "Traceback" not in result.stderr
+    (log,) = (tmp_path / "cache" / "envkit" / "logs").glob("crash-*.log")
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert "Traceback" in log.read_text() and "KnowledgeError" in log.read_text()
+    assert str(log) in " ".join(result.stderr.split())
+
+
+WATCHDOG_DEAF_MAIN_THREAD = """
+import signal, time
+from envkit.cli import _unanswered
+from envkit.commands.preflight import Watchdog
+for sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(sig, signal.SIG_IGN)
+with Watchdog(0.3, _unanswered(0.3)):
+    try:
+        while True:  # busy, deaf to signals, and then a finally that never finishes
+            pass
+    finally:
+        time.sleep(600)
+"""
+
+
+def test_the_preflight_watchdog_answers_whatever_the_main_thread_does() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", WATCHDOG_DEAF_MAIN_THREAD], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 1  # unhealthy: a node that cannot answer must be drained
+    assert proc.stderr == "envkit: preflight: no answer within 0.3 s (watchdog)\n"
+    assert proc.stdout == ""
+
+
+PREFLIGHT_STUCK = """
+import sys, time
+import envkit.commands.preflight
+
+def stuck(*_args, **_kwargs):
+    while True:
+        time.sleep(0.05)
+
+envkit.commands.preflight.preflight = stuck
+sys.argv = ["envkit", "preflight", "--timeout", "1"]
+from envkit.cli import main
+main()
+"""
+
+
+@pytest.mark.slow  # the watchdog waits for the budget (1 s, the least) plus its 5 s of grace
+def test_preflight_stuck_past_its_budget_is_answered_by_the_watchdog() -> None:
+    proc = subprocess.run([sys.executable, "-c", PREFLIGHT_STUCK], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr == "envkit: preflight: no answer within 6 s (watchdog)\n"
+    assert proc.stdout == ""
 
 
 def test_strict_turns_warnings_into_exit_1(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ labels, the expectation keys, the template fields, conda and pip lines) with val
 anything JSON / TOML / YAML can hold, control characters and long numbers included, plus raw bytes.
 The commands run in this process through typer's CliRunner (a spawn per example would be too slow);
 ``preflight --expect`` would detect this machine each time, so its file goes through the same
-``guarded`` wrapper the command uses, around the function that reads and checks it.
+``cli._guarded`` handler every command runs in, around the function that reads and checks it.
 
 The fast suite runs a few examples of each property; ``pytest -m slow`` runs the same properties
 with many more.
@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-import typer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -273,14 +272,11 @@ def read_expectations(path: str) -> int:
 
 
 def guarded_call(fn: Callable[[], int]) -> tuple[int, str]:
-    """Run ``fn`` inside cli.guarded, the one handler every command has: its exit code and stderr."""
+    """Run ``fn`` inside cli._guarded, the one handler every command has: its exit code and stderr."""
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            cli.guarded(fn)()
-        except typer.Exit as stop:
-            return stop.exit_code, err.getvalue()
-    raise AssertionError("guarded returns through typer.Exit")
+        code = cli._guarded(fn)
+    return code, err.getvalue()
 
 
 def prop_expect(text: str) -> None:

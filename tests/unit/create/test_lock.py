@@ -92,7 +92,7 @@ def test_cli_exit_code_and_one_clear_message(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert proc.returncode == 1
+    assert proc.returncode == 4  # LockFailed: EXIT_STEP_FAILED
     assert proc.stderr.startswith("envkit: cannot lock: the conda channels do not answer")
     assert "Traceback" not in proc.stderr
 

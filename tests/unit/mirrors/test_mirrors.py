@@ -186,7 +186,6 @@ def test_the_table_loads_and_every_row_cites_its_source() -> None:
     for m in mirrors.values():
         # a link a reader can open, or an admission that there is none
         assert "https://" in m.source or m.source.startswith("unverified:"), m.name
-        assert "compat-data" not in m.source, m.name
         assert m.url.startswith("https://") and not m.url.endswith("/"), m.name
         assert m.caveats, m.name
     assert mirrors["aliyun"].layout == "flat"
