@@ -20,7 +20,17 @@ from envkit.facts import Facts, facts_from_json, facts_to_json
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["REPORT_SCHEMA", "CheckResult", "Report", "Status", "report_from_json"]
+__all__ = [
+    "CAUSE_RANK",
+    "EXPLAINED_BY",
+    "REPORT_SCHEMA",
+    "CheckResult",
+    "Report",
+    "Status",
+    "cause_rank",
+    "rank_causes",
+    "report_from_json",
+]
 
 REPORT_SCHEMA: Final = "envkit.report/1"
 
@@ -51,6 +61,74 @@ class CheckResult:
     @property
     def area(self) -> str:
         return self.id.split(".", 1)[0]
+
+
+# The most likely cause (README "doctor", `summary.cause`): the one place that ranks check ids.
+# A report leads with its first flagged (warn or fail) result, ordered by
+#   1. not explained by another flagged result (EXPLAINED_BY: a cause beats its consequences),
+#   2. fail before warn,
+#   3. this order: a driver that does not answer before everything GPU-side; the installed build
+#      judged against this machine (torch's own warnings, its metadata) before inferences from
+#      tables about releases in general; those before symptoms (an import that fails, a smoke test)
+#      and before what only matters for some work (NCCL, /dev/shm, a compiler for extensions).
+# An entry ending in ".*" covers an area ("verify.*"); ids not listed rank after every listed one.
+CAUSE_RANK: Final[tuple[str, ...]] = (
+    "driver.loaded",  # no working driver: nothing GPU-side can work
+    "gpu.health",  # a GPU NVML reports broken (ECC, fallen off the bus, not answering)
+    "expect.*",  # drift from the fleet's expectations file (preflight)
+    "torch.driver_compat",  # the driver cannot run the build's CUDA
+    "torch.cpu_build_on_gpu",  # a CPU-only build beside NVIDIA GPUs
+    "torch.cuda_available",  # a CUDA build that cannot use CUDA (no driver, not initialized)
+    "torch.gpu_arch",  # the build has no code for the GPU
+    "torch.duplicates",  # two torch installs, or CUDA wheels of two CUDA majors
+    "torch.cuda_libs",  # CUDA libraries on LD_LIBRARY_PATH shadowing the wheel's
+    "torch.companions",  # torchvision/torchaudio/triton made for another torch
+    "gpu.mig",  # MIG slices: a process sees one
+    "driver.support",  # the driver against the GPUs and current releases (from the tables)
+    "torch.installed",  # not installed, does not import, cannot see the GPU: mostly consequences
+    "verify.*",  # a smoke test that fails: a symptom of the above
+    "nccl.env",
+    "python.shm",
+    "toolkit.nvcc",  # a compiler: only needed to build CUDA extensions
+)
+_SYSTEM_CAUSES: Final = ("driver.loaded", "gpu.health", "gpu.mig")
+_BUILD_CAUSES: Final = (
+    "torch.driver_compat",
+    "torch.cuda_available",
+    "torch.duplicates",
+    "torch.cuda_libs",
+    "torch.companions",
+)
+# consequence -> the flagged results that explain it (and so come first, whatever their status).
+EXPLAINED_BY: Final[dict[str, tuple[str, ...]]] = {
+    # "does not import" (torch.installed's fix says: see torch.cuda_libs and torch.duplicates
+    # first) and "cannot use the GPU" (is_available() is False) follow from these.
+    "torch.installed": (*_SYSTEM_CAUSES, *_BUILD_CAUSES),
+    "torch.cuda_available": ("driver.loaded", "gpu.health", "gpu.mig", "torch.driver_compat"),
+    "verify.*": (*_SYSTEM_CAUSES, "torch.*", "nccl.env", "python.shm"),
+}
+_SEVERITY: Final = {Status.FAIL: 0, Status.WARN: 1}
+
+
+def _covers(pattern: str, check_id: str) -> bool:
+    return check_id.startswith(pattern[:-1]) if pattern.endswith(".*") else check_id == pattern
+
+
+def cause_rank(check_id: str) -> int:
+    """The position of ``check_id`` in CAUSE_RANK; ``len(CAUSE_RANK)`` for an id it does not list."""
+    return next((i for i, p in enumerate(CAUSE_RANK) if _covers(p, check_id)), len(CAUSE_RANK))
+
+
+def rank_causes(checks: Sequence[CheckResult]) -> list[CheckResult]:
+    """The results that warn or fail, the most likely cause first (see CAUSE_RANK)."""
+    flagged = [c for c in checks if c.status in _SEVERITY]
+
+    def explained(result: CheckResult) -> bool:
+        causes = next((v for k, v in EXPLAINED_BY.items() if _covers(k, result.id)), ())
+        return any(o.id != result.id and any(_covers(p, o.id) for p in causes) for o in flagged)
+
+    order = {id(c): i for i, c in enumerate(flagged)}  # ties keep the report's order
+    return sorted(flagged, key=lambda c: (explained(c), _SEVERITY[c.status], cause_rank(c.id), order[id(c)]))
 
 
 @dataclass(frozen=True)
@@ -86,6 +164,12 @@ class Report:
     def counts(self) -> dict[str, int]:
         return {s.value: sum(1 for c in self.checks if c.status is s) for s in Status}
 
+    @property
+    def cause(self) -> Optional[CheckResult]:
+        """The most likely cause: the first of rank_causes; None when nothing warns or fails."""
+        ranked = rank_causes(self.checks)
+        return ranked[0] if ranked else None
+
     def exit_code(self, *, strict: bool = False) -> int:
         bad = {Status.FAIL, Status.WARN} if strict else {Status.FAIL}
         return EXIT_CHECK_FAILED if any(c.status in bad for c in self.checks) else EXIT_OK
@@ -106,6 +190,7 @@ class Report:
                 "status": "healthy" if code == EXIT_OK else "unhealthy",
                 "strict": strict,
                 "exit_code": code,
+                "cause": cause.id if (cause := self.cause) is not None else None,
             },
         }
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Final, Optional
 from envkit.checks import CHECKS, run_checks
 from envkit.checks.expect import Expectations, apply_require_ignore, check_expectations, load_expectations
 from envkit.detect import begin_run, detect_all
-from envkit.report import CheckResult, Report, Status
+from envkit.report import CheckResult, Report, Status, rank_causes
 from envkit.verify import ALL_CHECKS, run_verify_checks
 
 if TYPE_CHECKING:
@@ -32,8 +32,6 @@ DEFAULT_TIMEOUT_S: Final = 30.0
 # Slurm keeps a drain reason short; sinfo -R shows ~40 columns by default.
 REASON_MAX: Final = 100
 KNOWN_CHECKS: Final = (*CHECKS, *(f"verify.{c}" for c in ALL_CHECKS))
-# Worst first: the reason names the failure that matters most.
-_SEVERITY: Final = ("driver", "gpu", "expect", "torch", "verify", "toolkit", "nccl", "python")
 
 
 class Watchdog:
@@ -55,11 +53,11 @@ class Watchdog:
 
 
 def drain_reason(report: Report) -> Optional[str]:
-    """One line for ``scontrol update … Reason=``: the worst failure, short, no quotes or newlines."""
-    fails = [c for c in report.checks if c.status is Status.FAIL]
+    """One line for ``scontrol update … Reason=``: the failure most likely the cause (the ranking of
+    ``envkit.report.CAUSE_RANK``, as doctor's "Most likely cause"), short, no quotes or newlines."""
+    fails = rank_causes([c for c in report.checks if c.status is Status.FAIL])
     if not fails:
         return None
-    fails.sort(key=lambda c: _SEVERITY.index(c.area) if c.area in _SEVERITY else len(_SEVERITY))
     first = fails[0]
     more = f" (+{len(fails) - 1} more)" if len(fails) > 1 else ""
     text = " ".join(f"envkit: {first.id}: {first.summary}".replace('"', "'").split())

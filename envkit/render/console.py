@@ -114,6 +114,18 @@ def _result(result: CheckResult, verbose: bool, glyphs: dict[Status, str]) -> Te
     return text
 
 
+def _cause(result: CheckResult, glyphs: dict[Status, str]) -> Text:
+    """``Most likely cause: <id> — <summary>`` and its fix (envkit.report.rank_causes)."""
+    style = STYLES[result.status]
+    text = Text(f"{glyphs[result.status]} Most likely cause: ", style=style)
+    text.append(result.id, style="bold")
+    text.append(f" — {result.summary}")
+    for i, line in enumerate(result.fix.splitlines()):
+        text.append("\n  " + ("fix: " if i == 0 else "     "), style="cyan")
+        text.append(line)
+    return text
+
+
 def render_report(
     report: Report,
     console: Console,
@@ -129,6 +141,10 @@ def render_report(
     where = report.source or report.host or "this machine"
     header.append(f" — {where}", style="dim")
     console.print(header)
+    cause = report.cause
+    if cause is not None:  # one answer first (issue 11): the most likely cause and its fix
+        console.print(_cause(cause, glyphs))
+        console.print()
     for line in _facts_lines(report.facts):
         console.print(Text("  " + line, style="dim"))
     for note in report.facts.notes:
