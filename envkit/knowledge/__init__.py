@@ -35,6 +35,7 @@ __all__ = [
     "Release",
     "Row",
     "Toolkit",
+    "gpu_name_spellings",
     "is_variant",
     "load_knowledge",
     "read_table",
@@ -199,7 +200,9 @@ class DriverArchRule:
         GPU's name is given and matches."""
         if not self.min_cc <= cc <= self.max_cc:
             return False
-        return self.match is None or (name is not None and self.match.search(name) is not None)
+        return self.match is None or (
+            name is not None and any(self.match.search(s) for s in gpu_name_spellings(name))
+        )
 
 
 @dataclass(frozen=True)
@@ -318,8 +321,36 @@ class Knowledge:
         return max(fitting) if fitting else None
 
     def gpu_named(self, name: str) -> Optional[Gpu]:
-        """The first GPU row whose pattern matches an NVML name (or a user's "RTX 5090")."""
-        return next((g for g in self.gpus if g.match.search(name)), None)
+        """The first GPU row whose pattern matches an NVML name (or a user's "RTX 5090").
+
+        The name is normalised first (gpu_name_spellings): pasted and typed names carry marks,
+        doubled spaces and underscores that nvidia-smi's own spelling has not. None when no row
+        matches: the caller says the GPU is unknown; it never guesses."""
+        for spelling in gpu_name_spellings(name):
+            found = next((g for g in self.gpus if g.match.search(spelling)), None)
+            if found is not None:
+                return found
+        return None
+
+
+# "GeForce(R) RTX(TM)": marks some tools (Windows' device manager, lspci's database) add.
+_GPU_MARKS: Final = re.compile(r"\((?:R|TM|C)\)|[®™©]", re.IGNORECASE)
+# "RTX5090", "GTX1080Ti": a family written against its number, as people type it.
+_GPU_FAMILY_NUMBER: Final = re.compile(r"\b(RTX|GTX|GT|MX|TITAN)(?=\d)", re.IGNORECASE)
+
+
+def gpu_name_spellings(name: str) -> tuple[str, ...]:
+    """The spellings of a GPU name the table is matched against, nvidia-smi's first.
+
+    nvidia-smi's names ("NVIDIA A10G", "Tesla V100-SXM2-32GB", "NVIDIA GeForce RTX 5070 Laptop
+    GPU", "GeForce RTX 3090" from drivers before the NVIDIA prefix) match as they are; a name from
+    a paste or a flag may have marks, runs of blanks (a hard-wrapped line joined again), a blank
+    after a hyphen (wrapped at "A100-SXM4-"), underscores (Kubernetes labels such as
+    NVIDIA_A100-SXM4-80GB) or a family run into its number ("RTX5090")."""
+    plain = _GPU_MARKS.sub(" ", name).replace("_", " ")
+    plain = re.sub(r"-\s+", "-", " ".join(plain.split()))
+    spaced = _GPU_FAMILY_NUMBER.sub(r"\1 ", plain)
+    return tuple(dict.fromkeys((name, plain, spaced)))
 
 
 def _toolkit(row: Row, *, with_sass: bool) -> Toolkit:
