@@ -36,7 +36,7 @@ from envkit.create.place import (
     side_path,
 )
 from envkit.detect.pyenv import conda_env_dirs, envkit_envs_dir
-from envkit.errors import EnvkitError, InputError
+from envkit.errors import CreateFailed, InputError
 from envkit.redact import MASK, redact
 from envkit.resolve import Channel, Plan
 
@@ -80,13 +80,6 @@ INSTALL_TIMEOUT_S: Final = 3600.0
 VENV_TIMEOUT_S: Final = 300.0
 CREATE_SCHEMA: Final = "envkit.create/1"
 MARKER_SCHEMA: Final = "envkit.created/1"
-
-
-class CreateFailed(EnvkitError):
-    """A step failed; the environment was removed (or restored). Exit code 1, like a failed check.
-    Its message and hint are redacted (EnvkitError): an installer's output may echo an index URL."""
-
-    exit_code = 1
 
 
 @dataclass(frozen=True)
