@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAUSE_RANK",
+    "CHECK_BROKEN",
     "EXPLAINED_BY",
     "REPORT_SCHEMA",
     "CheckResult",
@@ -108,6 +109,9 @@ EXPLAINED_BY: Final[dict[str, tuple[str, ...]]] = {
     "verify.*": (*_SYSTEM_CAUSES, "torch.*", "nccl.env", "python.shm"),
 }
 _SEVERITY: Final = {Status.FAIL: 0, Status.WARN: 1}
+# How a check that raised is reported (checks.run_checks): a bug in envkit, no evidence about the
+# machine, so it is never the cause while anything else warns or fails.
+CHECK_BROKEN: Final = "envkit could not run this check"
 
 
 def _covers(pattern: str, check_id: str) -> bool:
@@ -122,13 +126,18 @@ def cause_rank(check_id: str) -> int:
 def rank_causes(checks: Sequence[CheckResult]) -> list[CheckResult]:
     """The results that warn or fail, the most likely cause first (see CAUSE_RANK)."""
     flagged = [c for c in checks if c.status in _SEVERITY]
+    evidence = [c for c in flagged if not c.summary.startswith(CHECK_BROKEN)]
+    order = {id(c): i for i, c in enumerate(flagged)}  # ties keep the report's order
 
     def explained(result: CheckResult) -> bool:
         causes = next((v for k, v in EXPLAINED_BY.items() if _covers(k, result.id)), ())
-        return any(o.id != result.id and any(_covers(p, o.id) for p in causes) for o in flagged)
+        return any(o.id != result.id and any(_covers(p, o.id) for p in causes) for o in evidence)
 
-    order = {id(c): i for i, c in enumerate(flagged)}  # ties keep the report's order
-    return sorted(flagged, key=lambda c: (explained(c), _SEVERITY[c.status], cause_rank(c.id), order[id(c)]))
+    def key(result: CheckResult) -> tuple[bool, bool, int, int, int]:
+        broken = result.summary.startswith(CHECK_BROKEN)
+        return (broken, explained(result), _SEVERITY[result.status], cause_rank(result.id), order[id(result)])
+
+    return sorted(flagged, key=key)
 
 
 @dataclass(frozen=True)

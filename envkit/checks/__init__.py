@@ -21,7 +21,7 @@ from envkit.checks.shm import check_shm
 from envkit.checks.toolkit import check_toolkit_nvcc
 from envkit.checks.torch import check_torch_cuda_libs, check_torch_duplicates, check_torch_installed
 from envkit.facts import Facts
-from envkit.report import CheckResult, Status
+from envkit.report import CHECK_BROKEN, CheckResult, Status
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -72,7 +72,7 @@ def run_checks(facts: Facts, only: Iterable[str] | None = None) -> tuple[CheckRe
             result = CheckResult(
                 cid,
                 Status.WARN,
-                f"envkit could not run this check: {type(exc).__name__}: {exc}",
+                f"{CHECK_BROKEN}: {type(exc).__name__}: {exc}",
                 fix="please report this at the envkit issue tracker with `envkit doctor --json`",
             )
         results.append(result)

@@ -13,12 +13,21 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from envkit.checks import CHECKS
+from envkit.checks import CHECKS, run_checks
 from envkit.commands.doctor import diagnose_file
 from envkit.commands.preflight import drain_reason
 from envkit.facts import Facts
 from envkit.render.console import render_report
-from envkit.report import CAUSE_RANK, CheckResult, Report, Status, cause_rank, rank_causes, report_from_json
+from envkit.report import (
+    CAUSE_RANK,
+    CHECK_BROKEN,
+    CheckResult,
+    Report,
+    Status,
+    cause_rank,
+    rank_causes,
+    report_from_json,
+)
 from envkit.verify import ALL_CHECKS
 
 FAIL, WARN, PASS, SKIP = Status.FAIL, Status.WARN, Status.PASS, Status.SKIP
@@ -118,6 +127,21 @@ def test_unknown_ids_rank_after_known_ones() -> None:
     assert cause_of(result("vendor.thing", FAIL), result("toolkit.nvcc", FAIL)) == "toolkit.nvcc"
     assert cause_of(result("vendor.thing", FAIL), result("toolkit.nvcc", WARN)) == "vendor.thing"
     assert cause_of(result("vendor.thing", WARN)) == "vendor.thing"
+
+
+def test_a_check_that_raised_is_no_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_checks turns a check's exception into a warning; it is envkit's bug, not the machine's."""
+
+    def broken(facts: Facts) -> CheckResult:
+        raise NameError("name 'rules' is not defined")
+
+    monkeypatch.setitem(CHECKS, "torch.driver_compat", broken)
+    (crashed,) = run_checks(Facts(), ["torch.driver_compat"])
+    assert crashed.status is WARN and crashed.summary.startswith(CHECK_BROKEN)
+    assert cause_of(crashed, result("toolkit.nvcc", WARN)) == "toolkit.nvcc"
+    # nor does it explain a consequence away
+    assert cause_of(crashed, result("torch.installed", FAIL)) == "torch.installed"
+    assert cause_of(crashed) == "torch.driver_compat"  # alone, it is still what to look at
 
 
 def test_rank_causes_orders_every_flagged_result_and_keeps_ties_in_report_order() -> None:
