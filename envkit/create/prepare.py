@@ -20,6 +20,7 @@ from envkit.create.install import (
 from envkit.create.place import check_name, check_prefix
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge
+from envkit.knowledge.mirrors import MirrorKind
 from envkit.mirrors.choose import pip_args
 from envkit.resolve.plan import PlanFlags
 from envkit.specs.pip import pip_source, placeholder_values
@@ -95,12 +96,12 @@ def lay_out(system: System, request: CreateRequest, template: Template, fmt: str
     spec_files = render_specs(plan, template, fmt, mirror=mirrors or None, env_name=name, knowledge=k)
     # torch comes from where the written spec says (the same decision, with the real credentials).
     by_kind = {m.kind: m for m in mirrors}
-    pypi_mirror = by_kind.get("pypi")
+    pypi_mirror = by_kind.get(MirrorKind.PYPI)
     source = pip_source(
         plan,
         template,
         k,
-        torch_mirror=by_kind.get("torch-wheels"),
+        torch_mirror=by_kind.get(MirrorKind.TORCH_WHEELS),
         pypi_mirror=pypi_mirror,
         reveal_credentials=True,
     )
@@ -124,7 +125,7 @@ def lay_out(system: System, request: CreateRequest, template: Template, fmt: str
         extra_index=extra_index,
         wheelhouse=str(Path(request.wheelhouse).absolute()) if request.wheelhouse else None,
         offline=request.offline,
-        placeholders=placeholder_values(by_kind.get("torch-wheels"), pypi_mirror),
+        placeholders=placeholder_values(by_kind.get(MirrorKind.TORCH_WHEELS), pypi_mirror),
     )
     notes = [f"template {template.name} ({template.source})"]
     return Installation(

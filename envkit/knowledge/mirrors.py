@@ -13,6 +13,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Final, Optional
 
+from envkit._serial import StrEnum
 from envkit.knowledge import VARIANT_PATTERN
 from envkit.knowledge._table import KnowledgeError, Row, read_table, table_rows
 from envkit.redact import redact
@@ -23,14 +24,39 @@ __all__ = [
     "REGIONS",
     "VARIANT_FOLDER_RE",
     "Auth",
+    "Layout",
     "Mirror",
+    "MirrorKind",
+    "Region",
     "load_mirrors",
     "split_credentials",
 ]
 
-KINDS: Final = ("torch-wheels", "pypi", "conda")
-LAYOUTS: Final = ("pep503", "flat", "conda")
-REGIONS: Final = ("global", "cn")
+
+class MirrorKind(StrEnum):
+    """What a mirror serves; mirrors.toml's ``kind``."""
+
+    TORCH_WHEELS = "torch-wheels"  # download.pytorch.org/whl's variant folders (cu121/, cpu/, …)
+    PYPI = "pypi"  # a PyPI index (its torch is the default CUDA build only)
+    CONDA = "conda"  # conda channels
+
+
+class Layout(StrEnum):
+    """How the index is laid out; mirrors.toml's ``layout``."""
+
+    PEP503 = "pep503"  # a project page per package (the simple repository API)
+    FLAT = "flat"  # one folder of wheel links: pip's --find-links
+    CONDA = "conda"  # {channel}/{subdir}/repodata.json
+
+
+class Region(StrEnum):
+    GLOBAL = "global"
+    CN = "cn"
+
+
+KINDS: Final = tuple(k.value for k in MirrorKind)
+LAYOUTS: Final = tuple(x.value for x in Layout)
+REGIONS: Final = tuple(r.value for r in Region)
 _NAME_RE: Final = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 # The folders of download.pytorch.org/whl: cpu, cuXYZ, rocmX.Y, xpu, also under nightly/ and test/
 # (pytorch/test-infra:s3_management/manage.py@61a77570f454, the PEP 503 pages it writes per folder).
@@ -58,13 +84,13 @@ class Mirror:
     outside the fields (so reprs, JSON and caches cannot leak it), and the field shows ``***@``."""
 
     name: str
-    kind: str  # one of KINDS
+    kind: MirrorKind
     url: str  # base URL without a trailing slash; see mirrors.toml for how each kind extends it
-    layout: str  # one of LAYOUTS
+    layout: Layout
     variants: tuple[str, ...]  # torch-wheels: folders known to be carried, ("*",) = all
     channels: tuple[str, ...]  # conda: the channels mirrored
     caveats: str
-    region: str
+    region: Region
     source: str
 
     def __post_init__(self) -> None:
@@ -77,7 +103,7 @@ class Mirror:
     def carries(self, variant: str) -> bool:
         """Whether the table says this mirror has the variant folder (only torch-wheels mirrors
         are organised by variant; PyPI holds just the default CUDA build)."""
-        return self.kind != "torch-wheels" or "*" in self.variants or variant in self.variants
+        return self.kind is not MirrorKind.TORCH_WHEELS or "*" in self.variants or variant in self.variants
 
     def url_with_credentials(self) -> str:
         """The base URL an installer needs, credentials included: pass it to a child process only,
@@ -97,9 +123,10 @@ def _mirror(row: Row) -> Mirror:
     name = row.text("name")  # Row's label already names the row by it
     if not _NAME_RE.match(name):
         raise row.fail("name", "a short lower-case id like 'sjtu'")
-    kind = row.text("kind")
-    if kind not in KINDS:
+    kind_text = row.text("kind")
+    if kind_text not in KINDS:
         raise row.fail("kind", f"one of {', '.join(KINDS)}")
+    kind = MirrorKind(kind_text)
     url = row.text("url")
     parts = urllib.parse.urlsplit(url)
     if (
@@ -110,26 +137,35 @@ def _mirror(row: Row) -> Mirror:
         or url.endswith("/")
     ):
         raise row.fail("url", "an https URL without credentials, query or trailing slash")
-    layout = row.text("layout")
+    layout_text = row.text("layout")
+    layout = Layout(layout_text) if layout_text in LAYOUTS else None
     if (
-        layout not in LAYOUTS
-        or (layout == "conda") != (kind == "conda")
-        or (kind == "pypi" and layout != "pep503")
+        layout is None
+        or (layout is Layout.CONDA) != (kind is MirrorKind.CONDA)
+        or (kind is MirrorKind.PYPI and layout is not Layout.PEP503)
     ):
         raise row.fail("layout", "pep503 or flat for torch-wheels, pep503 for pypi, conda for conda")
     variants = row.raw("variants", list, False)
     if not all(isinstance(v, str) and (v == "*" or VARIANT_FOLDER_RE.match(v)) for v in variants) or (
-        bool(variants) != (kind == "torch-wheels")
+        bool(variants) != (kind is MirrorKind.TORCH_WHEELS)
     ):
         raise row.fail("variants", 'variant folders or ["*"] for torch-wheels, [] otherwise')
     channels = row.raw("channels", list, False)
-    if not all(isinstance(c, str) and c for c in channels) or bool(channels) != (kind == "conda"):
+    if not all(isinstance(c, str) and c for c in channels) or bool(channels) != (kind is MirrorKind.CONDA):
         raise row.fail("channels", "channel names for conda, [] otherwise")
     region = row.text("region")
     if region not in REGIONS:
         raise row.fail("region", f"one of {', '.join(REGIONS)}")
     return Mirror(
-        name, kind, url, layout, tuple(variants), tuple(channels), row.text("caveats"), region, row.source()
+        name,
+        kind,
+        url,
+        layout,
+        tuple(variants),
+        tuple(channels),
+        row.text("caveats"),
+        Region(region),
+        row.source(),
     )
 
 

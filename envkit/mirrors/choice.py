@@ -7,10 +7,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from envkit._serial import StrEnum
 from envkit.knowledge.mirrors import Mirror
 from envkit.mirrors.http import ProbeResult
 
-__all__ = ["Choice", "Skip"]
+__all__ = ["Choice", "HowChosen", "Skip"]
+
+
+class HowChosen(StrEnum):
+    NAMED = "named"  # --mirror NAME
+    URL = "url"  # --mirror URL
+    PROBED = "probed"  # auto: the fastest that serves the page
+    CACHED = "cached"  # auto: an earlier probe, still fresh
 
 
 @dataclass(frozen=True)
@@ -24,12 +32,11 @@ class Skip:
 
 @dataclass(frozen=True)
 class Choice:
-    """The mirror to install from. ``how``: "named" (--mirror NAME), "url" (--mirror URL), "probed"
-    (auto, fastest that serves the page) or "cached" (auto, an earlier probe still fresh)."""
+    """The mirror to install from, and how it was chosen."""
 
     mirror: Mirror
     variant: str
-    how: str
+    how: HowChosen
     page: str  # the page that proves it (redacted)
     elapsed_s: Optional[float] = None  # how long that page took, when probed
     checked_at: Optional[float] = None  # time.time() of the probe

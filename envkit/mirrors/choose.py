@@ -25,10 +25,20 @@ from packaging.version import InvalidVersion, Version
 from envkit._serial import to_jsonable
 from envkit.errors import InputError
 from envkit.knowledge import is_variant
-from envkit.knowledge.mirrors import KINDS, LAYOUTS, REGIONS, Mirror, load_mirrors, split_credentials
+from envkit.knowledge.mirrors import (
+    KINDS,
+    LAYOUTS,
+    REGIONS,
+    Layout,
+    Mirror,
+    MirrorKind,
+    Region,
+    load_mirrors,
+    split_credentials,
+)
 from envkit.knowledge.mirrors import VARIANT_FOLDER_RE as _VARIANT_RE
 from envkit.mirrors.cache import cache_key, default_cache_path, read_cache, write_cache
-from envkit.mirrors.choice import Choice, Skip
+from envkit.mirrors.choice import Choice, HowChosen, Skip
 from envkit.mirrors.http import FetchJob, ProbeResult, run_jobs
 from envkit.redact import redact
 
@@ -41,7 +51,9 @@ __all__ = [
     "LAYOUTS",
     "REGIONS",
     "Choice",
+    "HowChosen",
     "Mirror",
+    "MirrorKind",
     "ProbeResult",
     "Skip",
     "choose",
@@ -79,13 +91,15 @@ def needed_page(
     if not _PACKAGE_RE.match(package):
         raise InputError(f"{package!r}: not a package name")
     project = canonicalize_name(package)  # PEP 503 normalises project page names
-    if mirror.kind == "conda":
+    if mirror.kind is MirrorKind.CONDA:
         ch = channel or ("conda-forge" if "conda-forge" in mirror.channels else mirror.channels[0])
         return f"{mirror.url}/{ch}/noarch/repodata.json"
-    if mirror.kind == "pypi":
+    if mirror.kind is MirrorKind.PYPI:
         return f"{mirror.url}/{project}/"
     _check_variant(variant)
-    return f"{mirror.url}/{variant}/" if mirror.layout == "flat" else f"{mirror.url}/{variant}/{project}/"
+    if mirror.layout is Layout.FLAT:
+        return f"{mirror.url}/{variant}/"
+    return f"{mirror.url}/{variant}/{project}/"
 
 
 def pip_args(mirror: Mirror, variant: str, *, reveal_credentials: bool = False) -> tuple[str, ...]:
@@ -95,14 +109,14 @@ def pip_args(mirror: Mirror, variant: str, *, reveal_credentials: bool = False) 
     (``==2.5.1+cu121``) so that pip takes the mirror's build.
     Credentials stay ``***`` unless ``reveal_credentials`` (for the installer's argv only)."""
     base = mirror.url_with_credentials() if reveal_credentials else mirror.url
-    if mirror.kind == "conda":
+    if mirror.kind is MirrorKind.CONDA:
         raise InputError(f"{mirror.name} is a conda channel mirror: it goes in .condarc, not pip's options")
-    if mirror.kind == "pypi":
+    if mirror.kind is MirrorKind.PYPI:
         return ("--index-url", base)
     _check_variant(variant)
     return (
         ("--find-links", f"{base}/{variant}/")
-        if mirror.layout == "flat"
+        if mirror.layout is Layout.FLAT
         else ("--index-url", f"{base}/{variant}")
     )
 
@@ -116,16 +130,16 @@ def _job(
     if isinstance(target, str):
         fetch, auth = split_credentials(target)
         return FetchJob(None, redact(target), fetch, auth, None, None, "")
-    if target.kind != "conda" and target.kind != "pypi" and variant is None:
+    if target.kind is MirrorKind.TORCH_WHEELS and variant is None:
         raise InputError(f"probing {target.name} needs a wheel variant (cu121, cpu, …)")
     shown = needed_page(target, variant or "", package)
     fetch, _ = split_credentials(shown)
     missing = {
-        "torch-wheels": f"this mirror lacks the {variant} variant",
-        "pypi": f"this index lacks the {package} project",
-        "conda": "this mirror lacks the channel",
+        MirrorKind.TORCH_WHEELS: f"this mirror lacks the {variant} variant",
+        MirrorKind.PYPI: f"this index lacks the {package} project",
+        MirrorKind.CONDA: "this mirror lacks the channel",
     }[target.kind]
-    wanted = None if target.kind == "conda" else package
+    wanted = None if target.kind is MirrorKind.CONDA else package
     return FetchJob(target.name, shown, fetch, getattr(target, "_auth", None), wanted, version, missing)
 
 
@@ -167,10 +181,9 @@ def mirror_table(
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> dict[str, Any]:
     """``envkit mirrors``: the table (``envkit.mirrors/1``), with probe results when asked."""
-    if kind is not None and kind not in KINDS:
-        raise InputError(f"--kind {kind!r}: one of {', '.join(KINDS)}")
+    wanted = None if kind is None else _parse_kind(kind, "--kind")
     variant = _check_variant(variant)
-    mirrors = [m for m in load_mirrors() if kind is None or m.kind == kind]
+    mirrors = [m for m in load_mirrors() if wanted is None or m.kind is wanted]
     rows: list[dict[str, Any]] = [to_jsonable(m) for m in mirrors]
     if probing:
         results = probe(mirrors, timeout=timeout, variant=variant)
@@ -203,7 +216,7 @@ def _cached(
     return Choice(
         mirror,
         variant,
-        "cached",
+        HowChosen.CACHED,
         page,
         float(elapsed) if isinstance(elapsed, (int, float)) else None,
         float(t),
@@ -229,7 +242,7 @@ def choose(
     younger than ``max_age_s`` in ``cache_path`` is reused without a request. Raises InputError, listing
     every mirror tried and why it failed, when none serves the page.
     """
-    if mirrors and mirrors[0].kind == "torch-wheels":
+    if mirrors and mirrors[0].kind is MirrorKind.TORCH_WHEELS:
         _check_variant(variant)
     when = time.time() if now is None else now
     key = cache_key(mirrors, variant, package, version)
@@ -281,7 +294,7 @@ def choose(
     won = serving[0]
     chosen = next(m for m in candidates if probed[id(m)] is won)
     skipped = tuple(Skip(m.name, redact(url), redact(why)) for m, url, why in reasons)
-    choice = Choice(chosen, variant, "probed", won.url, won.elapsed_s, when, skipped, tuple(results))
+    choice = Choice(chosen, variant, HowChosen.PROBED, won.url, won.elapsed_s, when, skipped, tuple(results))
     if cache_path is not None:
         write_cache(cache_path, key, choice, when, max_age_s)
     return choice
@@ -291,12 +304,12 @@ def _host(url: str) -> Optional[str]:
     return urllib.parse.urlsplit(url).hostname
 
 
-def _url_mirror(spec: str, variant: str, kind: str) -> tuple[Mirror, str]:
+def _url_mirror(spec: str, variant: str, kind: MirrorKind) -> tuple[Mirror, str]:
     parts = urllib.parse.urlsplit(spec)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"--mirror {redact(spec)!r}: not an http(s) URL")
     base = spec.rstrip("/")
-    if kind == "torch-wheels":
+    if kind is MirrorKind.TORCH_WHEELS:
         last = base.rsplit("/", 1)[-1]
         if is_variant(last):  # an index URL as pip takes it: …/whl/cu121
             if last != variant:
@@ -306,20 +319,35 @@ def _url_mirror(spec: str, variant: str, kind: str) -> tuple[Mirror, str]:
             base = base.rsplit("/", 1)[0]
             if base.endswith(("/nightly", "/test")) and "/" in variant:  # …/whl/nightly/cu128
                 base = base.rsplit("/", 1)[0]
-    layout = {"torch-wheels": "pep503", "pypi": "pep503", "conda": "conda"}[kind]
-    channels = ("conda-forge",) if kind == "conda" else ()
-    variants = ("*",) if kind == "torch-wheels" else ()
+    layout = Layout.CONDA if kind is MirrorKind.CONDA else Layout.PEP503
+    channels = ("conda-forge",) if kind is MirrorKind.CONDA else ()
+    variants = ("*",) if kind is MirrorKind.TORCH_WHEELS else ()
     m = Mirror(
-        "url", kind, base, layout, variants, channels, "given on the command line", "global", "--mirror URL"
+        "url",
+        kind,
+        base,
+        layout,
+        variants,
+        channels,
+        "given on the command line",
+        Region.GLOBAL,
+        "--mirror URL",
     )
     return m, needed_page(m, variant, "torch")
+
+
+def _parse_kind(text: str, what: str) -> MirrorKind:
+    try:
+        return MirrorKind(text)
+    except ValueError:
+        raise InputError(f"{what} {text!r}: one of {', '.join(KINDS)}") from None
 
 
 def resolve_mirror(
     spec: str,
     variant: str,
     *,
-    kind: str = "torch-wheels",
+    kind: str = MirrorKind.TORCH_WHEELS,
     mirrors: Optional[Sequence[Mirror]] = None,
     package: str = "torch",
     version: Optional[str] = None,
@@ -333,15 +361,14 @@ def resolve_mirror(
     appended) or one variant's index (``…/whl/cu121``, which must be the plan's variant). ``mirrors``
     replaces the table (tests, a site's own list). Raises InputError for an unknown or unfit NAME."""
     spec = spec.strip()
-    if kind not in KINDS:
-        raise InputError(f"mirror kind {kind!r}: one of {', '.join(KINDS)}")
-    if kind == "torch-wheels":
+    wanted = _parse_kind(kind, "mirror kind")
+    if wanted is MirrorKind.TORCH_WHEELS:
         _check_variant(variant)
     if "://" in spec:
-        mirror, page = _url_mirror(spec, variant, kind)
-        return Choice(mirror, variant, "url", page)
+        mirror, page = _url_mirror(spec, variant, wanted)
+        return Choice(mirror, variant, HowChosen.URL, page)
     table = tuple(load_mirrors() if mirrors is None else mirrors)
-    fitting = [m for m in table if m.kind == kind]
+    fitting = [m for m in table if m.kind is wanted]
     if spec == "auto":
         return choose(
             fitting,
@@ -357,10 +384,10 @@ def resolve_mirror(
     names = ", ".join(m.name for m in fitting)
     if found is None:
         raise InputError(f"--mirror {spec!r}: unknown; give auto, a URL, or one of {names}")
-    if found.kind != kind:
+    if found.kind is not wanted:
         raise InputError(
-            f"--mirror {spec}: a {found.kind} mirror; give a {kind} one: {names}", hint=found.caveats
+            f"--mirror {spec}: a {found.kind} mirror; give a {wanted} one: {names}", hint=found.caveats
         )
     if not found.carries(variant):
         raise InputError(f"--mirror {spec}: not known to carry {variant} ({found.caveats})")
-    return Choice(found, variant, "named", needed_page(found, variant, package))
+    return Choice(found, variant, HowChosen.NAMED, needed_page(found, variant, package))

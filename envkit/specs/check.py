@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Optional, Union
 
 from envkit.knowledge import variant_cuda
+from envkit.knowledge.mirrors import Layout, MirrorKind
 from envkit.mirrors.choose import Mirror, load_mirrors, redact
 from envkit.mirrors.http import split_credentials
 from envkit.report import CheckResult, Status
@@ -274,18 +275,20 @@ def _arch(it: SpecIntent) -> CheckResult:
 def _index_findings(it: SpecIntent, m: Mirror, url: str) -> list[Finding]:
     """The --index-url: a flat listing, a variant the mirror lacks, a PyPI mirror asked for +cuXYZ."""
     spec, torch, variant = it.spec, it.spec.pip.get("torch"), variant_of_url(url)
-    if m.kind == "torch-wheels" and m.layout == "flat":
+    if m.kind is MirrorKind.TORCH_WHEELS and m.layout is Layout.FLAT:
         fix = f"--find-links {m.url}/{variant or 'VARIANT'}/"
         return [(Status.FAIL, f"{m.name} is a flat listing: pip reads it with --find-links", m.caveats, fix)]
-    if m.kind == "torch-wheels" and variant and not m.carries(variant):
+    if m.kind is MirrorKind.TORCH_WHEELS and variant and not m.carries(variant):
         fix = f"--index-url https://download.pytorch.org/whl/{variant}"
         return [(Status.WARN, f"{m.name} is not known to carry {variant}", m.caveats, fix)]
     torch_index = any(variant_of_url(u) for u in (*spec.extra_index_urls, *spec.find_links))
-    if m.kind != "pypi" or torch is None or not torch.local or torch_index:
+    if m.kind is not MirrorKind.PYPI or torch is None or not torch.local or torch_index:
         return []
     r = it.releases[0] if it.releases else None
     default = f" (PyPI's torch {r.torch} is the {r.pypi_default} build)" if r else ""
-    names = ", ".join(x.name for x in load_mirrors() if x.kind == "torch-wheels" and x.layout == "pep503")
+    names = ", ".join(
+        x.name for x in load_mirrors() if x.kind is MirrorKind.TORCH_WHEELS and x.layout is Layout.PEP503
+    )
     why = "PyPI and its mirrors carry only the default CUDA build, with no +local version (tuna/issues#1050)."
     fix = (
         f"--index-url https://download.pytorch.org/whl/{torch.local} (or a torch-wheels mirror: {names}), "
@@ -326,7 +329,7 @@ def _mirror(it: SpecIntent) -> CheckResult:
     for channel in spec.channels:
         m = row(channel) if "://" in channel else None
         name = channel.rstrip("/")[len(m.url) + 1 :] if m is not None else ""
-        if m is not None and m.kind == "conda" and name and name not in m.channels:
+        if m is not None and m.kind is MirrorKind.CONDA and name and name not in m.channels:
             fix = f"use `{name}` (anaconda.org) or a mirror that carries it"
             found.append((Status.FAIL, f"{m.name} does not mirror the {name} channel", m.caveats, fix))
     named = (

@@ -21,7 +21,7 @@ import envkit.knowledge._table as kb
 from envkit._serial import to_jsonable
 from envkit.errors import EXIT_USAGE, InputError
 from envkit.knowledge import KnowledgeError
-from envkit.knowledge.mirrors import Mirror, load_mirrors
+from envkit.knowledge.mirrors import Layout, Mirror, MirrorKind, Region, load_mirrors
 from envkit.mirrors.cache import CACHE_SCHEMA
 from envkit.mirrors.choose import (
     choose,
@@ -159,8 +159,13 @@ def closed_port() -> str:
     return f"http://127.0.0.1:{port}"
 
 
+TW = MirrorKind.TORCH_WHEELS
+
+
 def local(name: str, base: str, *, layout: str = "pep503", prefix: str = "/whl") -> Mirror:
-    return Mirror(name, "torch-wheels", base + prefix, layout, ("*",), (), "", "global", "test server")
+    return Mirror(
+        name, MirrorKind.TORCH_WHEELS, base + prefix, Layout(layout), ("*",), (), "", Region.GLOBAL, "test"
+    )
 
 
 def with_login(base: str, user: str = "alice", token: str = SECRET) -> str:
@@ -291,7 +296,7 @@ def test_redact(text: str, shown: str) -> None:
 
 def test_a_mirror_keeps_credentials_out_of_its_fields() -> None:
     m = Mirror(
-        "corp", "torch-wheels", f"https://alice:{SECRET}@pkgs.corp/whl/", "pep503", ("*",), (), "", "cn", "x"
+        "corp", TW, f"https://alice:{SECRET}@pkgs.corp/whl/", Layout.PEP503, ("*",), (), "", Region.CN, "x"
     )
     assert m.url == "https://***@pkgs.corp/whl"
     assert SECRET not in repr(m) and SECRET not in json.dumps(to_jsonable(m))
@@ -316,7 +321,7 @@ def test_choose_picks_the_fastest_and_says_why_it_skipped_the_others(
         local("fast", fast.base),
         local("empty", empty.base),
         Mirror(
-            "old", "torch-wheels", fast.base + "/old", "pep503", ("cu118",), (), "syncs cu118 only", "cn", "t"
+            "old", TW, fast.base + "/old", Layout.PEP503, ("cu118",), (), "syncs cu118 only", Region.CN, "t"
         ),
     ]
     start = time.monotonic()
@@ -505,7 +510,7 @@ def test_resolve_auto_probes_the_candidates(serve: Callable[..., Server], tmp_pa
     fast = serve()
     mirrors = [
         local("fast", fast.base),
-        Mirror("p", "pypi", fast.base + "/simple", "pep503", (), (), "", "global", "t"),
+        Mirror("p", MirrorKind.PYPI, fast.base + "/simple", Layout.PEP503, (), (), "", Region.GLOBAL, "t"),
     ]
     choice = resolve_mirror("auto", "cu121", mirrors=mirrors, timeout=1.0, cache_path=tmp_path / "m.json")
     assert choice.how == "probed" and choice.mirror.name == "fast" and len(choice.results) == 1
@@ -526,3 +531,11 @@ def test_a_query_token_is_kept_for_the_installer_and_hidden_everywhere_else(
     shown = repr(mirror) + repr(result) + dumps(to_jsonable(mirror)) + dumps(to_jsonable(result))
     assert SECRET not in shown and "token=***" in shown
     assert srv.hits == [f"/whl/cu121/torch/?token={SECRET}"]  # the server did get it
+
+
+def test_the_table_reads_its_closed_sets_as_members_and_writes_them_as_strings() -> None:
+    mirrors = {m.name: m for m in load_mirrors()}
+    assert mirrors["aliyun"].layout is Layout.FLAT and mirrors["tuna"].kind is MirrorKind.PYPI
+    row = json.loads(json.dumps(to_jsonable(mirrors["aliyun"])))
+    assert (row["kind"], row["layout"]) == ("torch-wheels", "flat")
+    assert type(to_jsonable(mirrors["aliyun"])["kind"]) is str  # envkit.mirrors/1 holds plain strings
