@@ -75,6 +75,11 @@ class CudaRequest:
     variant: Optional[str] = None
     major: Optional[int] = None
 
+    def __post_init__(self) -> None:
+        # Members are compared with `is`: a plain "cpu" from a caller must become the member, not
+        # silently mean something else (a str-valued Enum equals its string but is not it).
+        object.__setattr__(self, "kind", CudaKind(self.kind))
+
     def admits(self, variant: str, target: Target) -> bool:
         if self.kind is CudaKind.AUTO:
             if variant.startswith("rocm") or variant == "xpu":
@@ -173,6 +178,10 @@ class Request:
     torch: Optional[SpecifierSet] = None
     cuda: CudaRequest = field(default_factory=lambda: CudaRequest(CudaKind.AUTO))
     channel: Channel = Channel.PIP
+
+    def __post_init__(self) -> None:
+        # A plain "conda" must not be taken for pip where the resolver asks `is Channel.CONDA`.
+        object.__setattr__(self, "channel", Channel(self.channel))
 
 
 @dataclass(frozen=True)

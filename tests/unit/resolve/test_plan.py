@@ -53,3 +53,12 @@ def test_enum_members_are_their_json_strings() -> None:
         == '["pip", "pytorch-channel", "auto"]'
     )
     assert f"--channel {Channel.CONDA}" == "--channel conda"
+
+
+def test_plain_strings_become_the_members_the_resolver_compares_with_is() -> None:
+    from envkit.resolve.plan import Channel, CudaKind, CudaRequest, Request
+
+    assert Request(channel="conda").channel is Channel.CONDA  # type: ignore[arg-type]
+    assert CudaRequest("cpu").kind is CudaKind.CPU  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        Request(channel="brew")  # type: ignore[arg-type]
