@@ -79,6 +79,7 @@ def test_ecc_errors_and_a_lost_gpu(machine: MachineBuilder, tmp_path: Path) -> N
     assert health.status is Status.FAIL
     assert "GPU 1" in health.detail and "GPU 2" in health.detail and "GpuIsLost" in health.detail
     assert report.exit_code() == 1
+    assert report.cause is health  # a failure, ahead of the fake root's /dev/shm warning
 
 
 def test_driver_missing_but_gpu_on_bus(machine: MachineBuilder, tmp_path: Path) -> None:
@@ -92,6 +93,8 @@ def test_driver_missing_but_gpu_on_bus(machine: MachineBuilder, tmp_path: Path) 
     driver = next(c for c in report.checks if c.id == "driver.loaded")
     assert driver.status is Status.FAIL
     assert driver.fix.startswith("sudo modprobe nvidia")
+    assert report.cause is driver  # before everything GPU-side (torch, /dev/shm, ...)
+    assert report.to_json()["summary"]["cause"] == "driver.loaded"
 
 
 def test_hanging_nvml_and_nvidia_smi_still_answer_in_time(machine: MachineBuilder, tmp_path: Path) -> None:
