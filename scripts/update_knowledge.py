@@ -18,11 +18,16 @@ loader; if it does not load, the old file is put back.
 How files map to releases.toml (see ``parse_wheel_index``):
 
 - the local label is the variant (``+cu121`` -> cu121, ``+rocm6.2`` -> rocm6.2, ``+cpu`` -> cpu);
-- a file without a label is the PyPI build: on macOS that is cpu; on linux-x86_64 it is the release's
-  ``pypi_default``; on linux-aarch64 and Windows it counts as cpu only when the platform has no labelled
-  file at all for that release (otherwise it duplicates one of them);
-- ``python`` is the CPython minors with a wheel on every platform the index has for the release
-  (releases.toml leaves out minors that only one platform has), free-threaded ``cp313t`` builds excluded;
+- a file without a label is the PyPI build: on macOS (arm64 and x86_64) that is cpu; on linux-x86_64 it
+  is the release's ``pypi_default``; on linux-aarch64 (the release's ``pypi_default_aarch64``: cpu up to
+  2.10, a CUDA build from 2.11) and Windows (cpu) it counts only when the platform has no labelled file at
+  all for that release (otherwise it duplicates one of them);
+- ``python`` is the CPython minors with a wheel on every platform the index has for the release, leaving
+  out the platforms with their own ``[release.python_platform]`` line (releases.toml leaves out minors
+  that only one platform has), free-threaded ``cp313t`` builds excluded; a ``python_platform`` line is
+  compared with that platform's files (reported, never rewritten);
+- the PyPI defaults (``pypi_default`` on linux-x86_64, ``pypi_default_aarch64`` on linux-aarch64) are kept
+  by ``--write``: those builds are on PyPI whatever download.pytorch.org lists;
 - dev/nightly and pre-release versions are skipped unless ``--include-dev``.
 
 A page for one variant only (``--index-url https://download.pytorch.org/whl/cu124/torch/``) speaks only for
@@ -75,7 +80,10 @@ _PLATFORM_TAGS: Final = (
     (re.compile(r"^(many)?linux(2014|_\d+_\d+)?_aarch64$"), "linux-aarch64"),
     (re.compile(r"^win_amd64$"), "windows-x86_64"),
     (re.compile(r"^macosx_\d+_\d+_arm64$"), "macos-arm64"),
+    # Intel Macs: macosx_*_x86_64 wheels up to 2.2.2, none from 2.3.0 (https://pypi.org/simple/torch/).
+    (re.compile(r"^macosx_\d+_\d+_x86_64$"), "macos-x86_64"),
 )
+_MACOS: Final = ("macos-arm64", "macos-x86_64")
 _SOURCE_NOTE_RE: Final = re.compile(r"; wheel index read \d{4}-\d{2}-\d{2}")
 
 
@@ -104,26 +112,29 @@ class WheelIndex:
     def platforms(self, torch: Version) -> list[str]:
         return [p for p in PLATFORMS if p in self.releases.get(torch, {})]
 
-    def python(self, torch: Version) -> list[str]:
-        """CPython minors with a (not free-threaded) wheel on every platform the index has for ``torch``."""
+    def python(self, torch: Version, *, besides: Iterable[str] = ()) -> list[str]:
+        """CPython minors with a (not free-threaded) wheel on every platform the index has for ``torch``
+        (but those in ``besides``: the platforms releases.toml gives their own range)."""
+        skip = set(besides)
         per_platform = [
-            {m for pythons in variants.values() for m in pythons if not m.endswith("t")}
-            for variants in self.releases.get(torch, {}).values()
+            set(self.python_on(torch, platform)) for platform in self.platforms(torch) if platform not in skip
         ]
         if not per_platform:
             return []
         return sorted(set.intersection(*per_platform), key=_minor_key)
 
-    def partial_python(self, torch: Version) -> list[str]:
+    def python_on(self, torch: Version, platform: str) -> list[str]:
+        """CPython minors with a (not free-threaded) wheel for ``platform``."""
+        variants = self.releases.get(torch, {}).get(platform, {})
+        return sorted(
+            {m for pythons in variants.values() for m in pythons if not m.endswith("t")}, key=_minor_key
+        )
+
+    def partial_python(self, torch: Version, *, besides: Iterable[str] = ()) -> list[str]:
         """Minors that some platforms have and others lack (not free-threaded)."""
-        every = set(self.python(torch))
-        some = {
-            m
-            for variants in self.releases.get(torch, {}).values()
-            for pythons in variants.values()
-            for m in pythons
-            if not m.endswith("t")
-        }
+        skip = set(besides)
+        every = set(self.python(torch, besides=skip))
+        some = {m for p in self.platforms(torch) if p not in skip for m in self.python_on(torch, p)}
         return sorted(some - every, key=_minor_key)
 
     def covered_variants(self) -> set[str]:
@@ -166,7 +177,9 @@ def platform_of(tag: str) -> Optional[str]:
     """envkit's platform for a wheel platform tag: manylinux_2_28_aarch64 -> linux-aarch64.
 
     >>> platform_of("manylinux1_x86_64"), platform_of("win_amd64"), platform_of("macosx_10_9_x86_64")
-    ('linux-x86_64', 'windows-x86_64', None)
+    ('linux-x86_64', 'windows-x86_64', 'macos-x86_64')
+    >>> platform_of("linux_s390x") is None
+    True
     """
     for pattern, platform in _PLATFORM_TAGS:
         if pattern.match(tag):
@@ -239,7 +252,7 @@ def parse_wheel_index(html: str, *, include_dev: bool = False) -> WheelIndex:
             continue
         torch = Version(version.public)
         for platform in platforms:
-            variant = label or ("cpu" if platform == "macos-arm64" else PYPI)
+            variant = label or ("cpu" if platform in _MACOS else PYPI)
             found.setdefault(torch, {}).setdefault(platform, {}).setdefault(variant, set()).update(pythons)
     notes = tuple(f"skipped {n} file(s): {reason}" for reason, n in sorted(skipped.items()))
     return WheelIndex(_freeze(found), notes)
@@ -289,7 +302,9 @@ def variant_key(variant: str) -> tuple[int, tuple[int, ...], str]:
     return (4, (), variant)
 
 
-def index_variants(index: WheelIndex, torch: Version, platform: str, pypi_default: str) -> set[str]:
+def index_variants(
+    index: WheelIndex, torch: Version, platform: str, pypi_default: str, pypi_default_aarch64: str = "cpu"
+) -> set[str]:
     """The releases.toml variants the index shows for one release and platform (PYPI resolved)."""
     variants = index.variants(torch, platform)
     labelled = variants - {PYPI}
@@ -297,8 +312,13 @@ def index_variants(index: WheelIndex, torch: Version, platform: str, pypi_defaul
         if platform == "linux-x86_64":
             labelled.add(pypi_default)
         elif not labelled:
-            labelled.add("cpu")
+            labelled.add(pypi_default_aarch64 if platform == "linux-aarch64" else "cpu")
     return labelled
+
+
+def pypi_defaults(pypi_default: str, pypi_default_aarch64: str) -> dict[str, str]:
+    """The build plain ``pip install torch`` gets, per platform where it is a release's own field."""
+    return {"linux-x86_64": pypi_default, "linux-aarch64": pypi_default_aarch64}
 
 
 # --- RELEASE.md --------------------------------------------------------------------------------------
@@ -433,7 +453,11 @@ def parse_release_matrix(markdown: str) -> ReleaseMatrix:
 
 
 def _minors(release: Release) -> list[str]:
-    return [f"{v.major}.{v.minor}" for v in release.python]
+    return _minors_of(release.python)
+
+
+def _minors_of(versions: Iterable[Version]) -> list[str]:
+    return [f"{v.major}.{v.minor}" for v in versions]
 
 
 def _list(items: Iterable[str]) -> str:
@@ -482,31 +506,39 @@ def diff_releases(
                         f"(releases.toml lists {_list(sorted(listed, key=variant_key))})"
                     )
                 continue
-            shown = index_variants(index, torch, platform, release.pypi_default)
+            shown = index_variants(index, torch, platform, release.pypi_default, release.pypi_default_aarch64)
             new = sorted(shown - listed, key=variant_key)
             gone = sorted((listed & covered) - shown, key=variant_key)
+            default = pypi_defaults(release.pypi_default, release.pypi_default_aarch64).get(platform)
             if new:
                 findings.append(
                     f"torch {torch} {platform}: on the wheel index, not in releases.toml: {_list(new)}"
                 )
             if gone:
-                kept = (
-                    f" ({release.pypi_default} is the PyPI default: --write keeps it)"
-                    if platform == "linux-x86_64" and release.pypi_default in gone
-                    else ""
-                )
+                kept = f" ({default} is the PyPI default: --write keeps it)" if default in gone else ""
                 findings.append(
                     f"torch {torch} {platform}: in releases.toml, no file on the wheel index: "
                     f"{_list(gone)}{kept}"
                 )
-        on_index = index.python(torch)
+        own = set(release.python_platform)
+        on_index = index.python(torch, besides=own)
         if on_index and on_index != _minors(release):
-            partial = index.partial_python(torch)
+            partial = index.partial_python(torch, besides=own)
+            shared = [p for p in index.platforms(torch) if p not in own]
             findings.append(
                 f"torch {torch}: python in releases.toml is {_list(_minors(release))}; the wheel index has "
-                f"{_list(on_index)} on every platform it lists ({_list(index.platforms(torch))})"
+                f"{_list(on_index)} on every platform it lists ({_list(shared)})"
                 + (f", and {_list(partial)} on some only" if partial else "")
             )
+        for platform in index.platforms(torch):
+            if platform in own:
+                listed_python = _minors_of(release.python_platform[platform])
+                found = index.python_on(torch, platform)
+                if found != listed_python:
+                    findings.append(
+                        f"torch {torch} {platform}: python_platform in releases.toml is "
+                        f"{_list(listed_python)}; the wheel index has {_list(found)}"
+                    )
     if absent and index.releases:
         findings.append(
             f"{len(absent)} release(s) in releases.toml have no file on the wheel index: {_list(absent)}"
@@ -608,14 +640,16 @@ def apply_updates_report(
             }
             last = max(at.values(), default=header)
             inserts: list[str] = []
+            defaults = pypi_defaults(str(row["pypi_default"]), str(row.get("pypi_default_aarch64", "cpu")))
             for platform in index.platforms(torch):
                 old = [str(v) for v in variants_row.get(platform, [])]
                 keep = {v for v in old if v not in covered}
-                if platform == "linux-x86_64":
-                    keep.add(str(row["pypi_default"]))
-                new = sorted(
-                    keep | index_variants(index, torch, platform, str(row["pypi_default"])), key=variant_key
+                if platform in defaults:
+                    keep.add(defaults[platform])
+                shown = index_variants(
+                    index, torch, platform, defaults["linux-x86_64"], defaults["linux-aarch64"]
                 )
+                new = sorted(keep | shown, key=variant_key)
                 if set(new) == set(old):
                     continue
                 changed.append(f"{platform} {_list(old)} -> {_list(new)}")
@@ -626,9 +660,11 @@ def apply_updates_report(
                     inserts.append(text + "\n")
             block[last + 1 : last + 1] = inserts
         # python: only when the index has every platform the release lists (else it undercounts).
-        listed_platforms = set(variants_row)
+        # Platforms with their own [release.python_platform] line do not count for it.
+        own = set(row.get("python_platform", {}))
+        listed_platforms = set(variants_row) - own
         if listed_platforms and listed_platforms <= set(index.platforms(torch)):
-            new_python = index.python(torch)
+            new_python = index.python(torch, besides=own)
             old_python = [str(v) for v in row.get("python", [])]
             if new_python and new_python != old_python:
                 at_python = next(
@@ -778,7 +814,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     index = merge_indexes(parse_wheel_index(page, include_dev=args.include_dev) for page in pages)
     matrix = parse_release_matrix(release_md)
     if args.knowledge_dir is not None:
-        kb.DATA_DIR = args.knowledge_dir  # type: ignore[misc]
+        # The loader reads its tables from envkit.knowledge._table.DATA_DIR (re-exported by the package).
+        import envkit.knowledge._table as table
+
+        table.DATA_DIR = kb.DATA_DIR = args.knowledge_dir  # type: ignore[misc]
     kb.load_knowledge.cache_clear()
     try:
         knowledge = kb.load_knowledge()
