@@ -206,6 +206,21 @@ class DeepTorchFacts:
 
 
 @dataclass(frozen=True)
+class IncompatibleGpu:
+    """A GPU that torch itself said this build cannot run (its warnings in torch/cuda/__init__.py)."""
+
+    name: str
+    index: Optional[int] = None  # "Found GPU1 …"; None where the warning names no index
+    compute_capability: Optional[ComputeCapability] = None
+    # "no_kernels": _check_cubins' "… with CUDA capability sm_XX is not compatible with the current
+    # PyTorch installation"; "too_old": _check_capability's "PyTorch no longer supports this GPU
+    # because it is too old" (and its later "Minimum and Maximum …" / "compute capability (CC)"
+    # wordings; "too_new" for a GPU above its maximum); "needs_newer_cuda": 1.x's "which requires
+    # CUDA_VERSION >= N to work properly".
+    reason: str = "no_kernels"
+
+
+@dataclass(frozen=True)
 class TorchFacts:
     """The torch build in the inspected environment, read without importing it."""
 
@@ -219,10 +234,71 @@ class TorchFacts:
     conda_packages: tuple[CondaPackage, ...] = ()
     error: Optional[str] = None
     deep: Optional[DeepTorchFacts] = None
+    # What torch itself said (its warnings and errors in a pasted report, or caught by the --deep
+    # probe; envkit.detect.torch_messages reads them). torch's own verdict on this machine is the
+    # strongest evidence there is, and often all that is left of a paste that was cut short.
+    # Why torch cannot use CUDA: "no_driver", "driver_too_old", "init_failed", "unknown_error",
+    # "no_gpus", "cuda_error" (another cudaGetDeviceCount() error), "not_compiled" (a CPU build).
+    cuda_init_error: Optional[str] = None
+    cuda_init_message: Optional[str] = None  # torch's words, e.g. "Found no NVIDIA driver on your system"
+    # The CUDA version the driver provides (cudaDriverGetVersion), from "The NVIDIA driver on your
+    # system is too old (found version 11040)": 11.4. nvidia-smi prints the same as "CUDA Version".
+    reported_driver_cuda: Optional[Version] = None
+    # The build's architectures as torch printed them ("The current PyTorch install supports CUDA
+    # capabilities sm_50 … compute_120"): torch.cuda.get_arch_list(), the exact list.
+    supported_arches: tuple[str, ...] = ()
+    # The range of GPUs the build supports as torch said it ("The minimum cuda capability supported
+    # by this library is 7.5"; "Minimum and Maximum … is (8.0) - (12.0)").
+    supported_cc_min: Optional[ComputeCapability] = None
+    supported_cc_max: Optional[ComputeCapability] = None
+    incompatible_gpus: tuple[IncompatibleGpu, ...] = ()
 
     @property
     def installed(self) -> bool:
-        return self.version is not None or any(d.name == "torch" for d in self.distributions)
+        """Whether torch is there: its version or distribution, or torch's own messages (only an
+        installed torch prints them)."""
+        return self.version is not None or any(d.name == "torch" for d in self.distributions) or self.spoke
+
+    @property
+    def spoke(self) -> bool:
+        """Whether torch's own messages were read (see cuda_init_error … incompatible_gpus)."""
+        return bool(
+            self.cuda_init_error
+            or self.reported_driver_cuda
+            or self.supported_arches
+            or self.supported_cc_min
+            or self.incompatible_gpus
+        )
+
+    @property
+    def driver_too_old(self) -> bool:
+        """torch said "The NVIDIA driver on your system is too old"."""
+        return self.cuda_init_error == "driver_too_old"
+
+    @property
+    def cuda_build(self) -> Optional[bool]:
+        """Whether this is a CUDA build: torch.version.cuda, else what torch's messages imply (only a
+        CUDA build checks the driver or lists sm_XX architectures); None when nothing says."""
+        if self.cuda is not None:
+            return True
+        if self.cuda_init_error == "not_compiled":
+            return False
+        if self.spoke:
+            return True
+        local = (self.version.local or "") if self.version is not None else ""
+        if local.startswith("cu"):
+            return True
+        if self.hip or self.version is not None:
+            return False
+        return None
+
+    @property
+    def arch_list(self) -> tuple[str, ...]:
+        """The build's exact architecture list as torch reported it: the --deep probe's
+        get_arch_list(), else the list in torch's incompatible-device warning; () when unknown."""
+        if self.deep is not None and self.deep.ok and self.deep.arch_list:
+            return self.deep.arch_list
+        return self.supported_arches
 
     @property
     def variant(self) -> Optional[str]:
@@ -273,6 +349,14 @@ class Facts:
     torch: TorchFacts = field(default_factory=TorchFacts)
     # Detectors that could not finish ("nvml: timed out after 30 s") and other remarks.
     notes: tuple[str, ...] = ()
+    # Fields the source did not report, as dotted paths ("gpus", "driver.version",
+    # "torch.distributions", "host.cuda_libs", …): a paste cut short before their lines. Their
+    # None / empty value means "unknown", not "absent"; a check that needs one skips and says so.
+    unknown: tuple[str, ...] = ()
+
+    def reported(self, path: str) -> bool:
+        """Whether the field at ``path`` was reported (see ``unknown``)."""
+        return path not in self.unknown
 
     @property
     def visible_gpus(self) -> tuple[GpuFacts, ...]:

@@ -14,6 +14,7 @@ from envkit.checks.compat import (
     check_gpu_arch,
     check_torch_driver_compat,
 )
+from envkit.checks.cuda_available import check_torch_cuda_available
 from envkit.checks.driver import check_driver_loaded
 from envkit.checks.gpu import check_gpu_health
 from envkit.checks.nccl import check_nccl_env
@@ -39,6 +40,7 @@ CHECKS: Final[dict[str, Check]] = {
     "torch.installed": check_torch_installed,
     "torch.duplicates": check_torch_duplicates,
     "torch.cuda_libs": check_torch_cuda_libs,
+    "torch.cuda_available": check_torch_cuda_available,
     "torch.driver_compat": check_torch_driver_compat,
     "torch.gpu_arch": check_gpu_arch,
     "torch.cpu_build_on_gpu": check_cpu_build_on_gpu,

@@ -17,7 +17,7 @@ from envkit.checks.compat import plan_fix
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
-    from envkit.facts import Distribution, Facts, SharedLib
+    from envkit.facts import Distribution, Facts, SharedLib, TorchFacts
 
 __all__ = [
     "check_torch_cuda_libs",
@@ -47,6 +47,9 @@ def check_torch_installed(facts: Facts) -> CheckResult:
             detail=python.error,
             fix=f"check that `{python.executable} -c pass` runs, or pick another with --python",
         )
+    if not torch.installed and not (facts.reported("torch.version") or facts.reported("torch.distributions")):
+        # A paste cut short: neither the version line nor the package list is there.
+        return CheckResult(cid, Status.SKIP, "the text shows neither torch's version nor the package list")
     if not torch.installed:
         return CheckResult(
             cid,
@@ -57,6 +60,10 @@ def check_torch_installed(facts: Facts) -> CheckResult:
         )
     label = f"torch {torch.version or '(unknown version)'}"
     build = f"CUDA {torch.cuda}" if torch.cuda else f"ROCm {torch.hip}" if torch.hip else "CPU-only"
+    if torch.cuda is None and torch.cuda_build:
+        build = "a CUDA build"  # torch's own messages say so; its CUDA version is not in the text
+    elif torch.cuda_build is None:
+        build = "build not known"
     if torch.error:
         return CheckResult(
             cid,
@@ -89,6 +96,7 @@ def check_torch_installed(facts: Facts) -> CheckResult:
         f"package folder: {torch.location}" if torch.location else "",
         f"git version: {torch.git_version}" if torch.git_version else "",
         _deep_detail(facts),
+        _said_detail(torch),
     )
     if deep is not None and torch.cuda and deep.cuda_available is False and facts.visible_gpus:
         warnings = [w for w in deep.warnings if "cuda" in w.lower() or "driver" in w.lower()]
@@ -125,6 +133,20 @@ def _deep_detail(facts: Facts) -> str:
     if deep.bf16_supported is not None:
         lines.append(f"bf16 (native): {deep.bf16_supported}")
     return "\n".join(lines)
+
+
+def _said_detail(torch: TorchFacts) -> str:
+    """What torch's own messages said (envkit.detect.torch_messages), for the record."""
+    lines = [f"torch said: {torch.cuda_init_message}" if torch.cuda_init_message else ""]
+    if torch.supported_arches:
+        lines.append(f"architectures torch says it was built for: {' '.join(torch.supported_arches)}")
+    for gpu in torch.incompatible_gpus:
+        where = f"GPU {gpu.index} " if gpu.index is not None else ""
+        cc = f" ({gpu.compute_capability.sm})" if gpu.compute_capability else ""
+        lines.append(
+            f"torch says {where}{gpu.name}{cc} cannot run this build ({gpu.reason.replace('_', ' ')})"
+        )
+    return join_lines(*lines)
 
 
 def _short_location(location: str | None) -> str:

@@ -24,6 +24,7 @@ from envkit.detect.nvml import ask_nvml
 from envkit.detect.plausible import cap_notes, plausible_gpu
 from envkit.detect.pyenv import Interpreter, detect_python
 from envkit.detect.toolkit import detect_toolkits
+from envkit.detect.torch_messages import read_torch_messages, with_messages
 from envkit.detect.visibility import apply_visibility
 from envkit.facts import DriverFacts, Facts, GpuFacts, PythonFacts, TorchFacts
 
@@ -146,6 +147,8 @@ def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Fa
     )
     if deep:
         torch = dataclasses.replace(torch, deep=values.get("deep") or deep_unanswered(budget))
+        # torch's own warnings, caught by the probe, say why CUDA is unusable (torch_messages).
+        torch = with_messages(torch, read_torch_messages(torch.deep.warnings if torch.deep else ()))
     return Facts(
         host=host,
         driver=driver,

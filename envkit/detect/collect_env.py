@@ -19,11 +19,13 @@ torch/utils/collect_env.py (``env_info_fmt``, ``pretty_str``): "CUDA runtime ver
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from typing import Final, Optional
 
 from envkit.detect.host import lib_family
+from envkit.detect.torch_messages import TorchMessages, read_torch_messages, with_messages
 from envkit.facts import (
     CondaPackage,
     DeepTorchFacts,
@@ -306,6 +308,18 @@ def _gpus(lines: list[str], notes: list[str]) -> tuple[GpuFacts, ...]:
     return tuple(gpus)
 
 
+def _with_reported_cc(gpus: tuple[GpuFacts, ...], messages: TorchMessages) -> tuple[GpuFacts, ...]:
+    """GPUs the GPU table does not know get the compute capability torch read from the device and
+    printed in its warning (same name)."""
+    reported = {g.name: g.compute_capability for g in messages.incompatible_gpus if g.compute_capability}
+    return tuple(
+        dataclasses.replace(gpu, compute_capability=reported[gpu.name])
+        if gpu.compute_capability is None and gpu.name in reported
+        else gpu
+        for gpu in gpus
+    )
+
+
 def _platform(reader: _Reader, notes: list[str]) -> tuple[Optional[str], Optional[str], Optional[str]]:
     """(envkit platform like "linux-x86_64", kernel, arch) from "Python platform", else "OS"."""
     plat = reader.value("platform") or ""
@@ -416,7 +430,7 @@ def _cuda_libs(reader: _Reader, notes: list[str]) -> tuple[SharedLib, ...]:
     return tuple(libs)
 
 
-def _torch(reader: _Reader, notes: list[str]) -> TorchFacts:
+def _torch(reader: _Reader, notes: list[str], messages: TorchMessages) -> TorchFacts:
     dists, conda = _packages(reader, notes)
     raw_version = " ".join(reader.fields.get("torch", [])).strip()
     version = _first_version(reader.value("torch"))
@@ -428,20 +442,53 @@ def _torch(reader: _Reader, notes: list[str]) -> TorchFacts:
     hip = reader.value("rocm_built")
     available = _yes_no(reader.value("cuda_available"))
     deep = None
-    if version is not None and available is not None:
-        # collect_env imported torch in the reporting interpreter and asked it, as --deep does.
+    if available is not None:
+        # collect_env imported torch in the reporting interpreter and asked it, as --deep does
+        # (it prints "N/A" where the import failed, so True/False means torch imported).
         deep = DeepTorchFacts(
-            ok=True, version=version, cuda_available=available, warnings=tuple(reader.warnings)
+            ok=True,
+            version=version or messages.torch_version,
+            cuda_available=available,
+            warnings=tuple(reader.warnings),
         )
-    return TorchFacts(
-        version=version,
-        cuda=cuda,
-        hip=hip.split(" ", 1)[0] if hip else None,
-        distributions=dists,
-        conda_packages=conda,
-        error=error,
-        deep=deep,
+    torch = with_messages(
+        TorchFacts(
+            version=version,
+            cuda=cuda,
+            hip=hip.split(" ", 1)[0] if hip else None,
+            distributions=dists,
+            conda_packages=conda,
+            error=error,
+            deep=deep,
+        ),
+        messages,
     )
+    if messages.cuda_init_message:
+        notes.append(f"torch said: {messages.cuda_init_message}")
+    if version is None and messages.torch_version is not None:
+        notes.append(f"torch version {messages.torch_version} read from torch's warning")
+    return torch
+
+
+def _gpus_from_messages(messages: TorchMessages, notes: list[str]) -> tuple[GpuFacts, ...]:
+    """The GPUs torch's warnings name, for a paste whose GPU list is missing: torch read their
+    compute capability from the device itself."""
+    gpus = []
+    for n, gpu in enumerate(messages.incompatible_gpus):
+        if gpu.compute_capability is None:
+            continue
+        index = gpu.index if gpu.index is not None else n
+        gpus.append(
+            GpuFacts(
+                index=index, name=gpu.name, compute_capability=gpu.compute_capability, source="torch warning"
+            )
+        )
+    if gpus:
+        notes.append(
+            "GPUs read from torch's warnings (the paste lists none; the driver's GPU list is unknown): "
+            + ", ".join(f"GPU {g.index} ({g.name}, {g.compute_capability})" for g in gpus)
+        )
+    return tuple(gpus)
 
 
 def parse_collect_env(text: str) -> Facts:
@@ -461,6 +508,7 @@ def _parse(text: str) -> Facts:
     reader = _Reader()
     reader.read(text)
     notes = list(reader.notes)
+    messages = read_torch_messages(_clean(line) for line in text.splitlines())
     platform, kernel, arch = _platform(reader, notes)
     driver = _driver(reader.value("driver"))
     gpus: tuple[GpuFacts, ...] = ()
@@ -468,7 +516,8 @@ def _parse(text: str) -> Facts:
         # A ROCm build prints torch.cuda.get_device_name(): an AMD GPU, not one for these checks.
         notes.append(f"ROCm build; GPU not recorded: {reader.value('gpus')}")
     else:
-        gpus = _gpus(reader.fields.get("gpus", []), notes)
+        gpus = _gpus(reader.fields.get("gpus", []), notes) or _gpus_from_messages(messages, notes)
+        gpus = _with_reported_cc(gpus, messages)
     nvcc = _first_version(reader.value("nvcc"))
     env = {}
     loading = reader.value("module_loading")
@@ -498,6 +547,7 @@ def _parse(text: str) -> Facts:
     if uncollected:
         notes.append("collect_env could not collect: " + ", ".join(uncollected))
     return Facts(
+        unknown=_unknown(reader, gpus),
         host=host,
         driver=DriverFacts(version=driver, source=SOURCE if driver else None),
         gpus=gpus,
@@ -506,9 +556,45 @@ def _parse(text: str) -> Facts:
             (ToolkitFacts(nvcc="nvcc", version=nvcc, sources=(SOURCE,), on_path=True),) if nvcc else ()
         ),
         python=_python(reader, platform),
-        torch=_torch(reader, notes),
+        torch=_torch(reader, notes, messages),
         notes=(f"read from pasted `python -m torch.utils.collect_env` output ({SOURCE})", *notes),
     )
+
+
+# Facts fields a label carries: when the label is not in the paste (cut short), they are unknown.
+_CARRIES: Final = {
+    "torch": ("torch.version",),
+    "cuda_built": ("torch.cuda",),
+    "python": ("python.version",),
+    "cuda_available": ("torch.deep",),
+    "nvcc": ("toolkits",),
+    "gpus": ("gpus",),
+    "driver": ("driver.version",),
+    "cudnn": ("host.cuda_libs",),
+    "libraries": ("torch.distributions", "torch.conda_packages"),
+}
+
+
+def _uncollected(reader: _Reader, key: str) -> bool:
+    return " ".join(reader.fields.get(key, [])).lower().startswith("could not collect")
+
+
+def _unknown(reader: _Reader, gpus: tuple[GpuFacts, ...]) -> tuple[str, ...]:
+    """The Facts fields the paste does not report: their labels are missing (every release prints
+    them), or pip's list says "Could not collect" (pip did not answer, which says nothing)."""
+    unknown: list[str] = []
+    for key, paths in _CARRIES.items():
+        if key == "libraries":
+            # "[pip3] No relevant packages" is an answer; "[pip3] Could not collect" is none.
+            answered = [rest for _tool, rest in reader.packages if rest.lower() != "could not collect"]
+            if answered:
+                continue
+        elif key in ("torch", "python") and _uncollected(reader, key):
+            pass  # collect_env could not read it: unknown (a driver or GPU it could not read is a finding)
+        elif key in reader.fields or (key == "gpus" and gpus):
+            continue  # (GPUs read from torch's warnings stand in for a missing list)
+        unknown.extend(paths)
+    return tuple(unknown)
 
 
 # The fields every release printed; a paste without one was cut short (or edited).

@@ -27,7 +27,9 @@ def main() -> None:
         else:
             info.update(describe(torch))
             info["ok"] = True
-    info["warnings"] = sorted({str(w.message).strip()[:300] for w in caught})
+    # 1000 characters hold torch's longest own warning (the incompatible-device one, with the
+    # build's whole arch list), which envkit reads as evidence (envkit.detect.torch_messages).
+    info["warnings"] = sorted({str(w.message).strip()[:1000] for w in caught})
     info["duration_s"] = round(time.monotonic() - start, 3)
     emit(marker, info)
 

@@ -106,7 +106,12 @@ def with_torch(**changes: object) -> Facts:
 def test_a_healthy_machine_passes_everything() -> None:
     results = run_checks(HEALTHY)
     assert [r.id for r in results] == list(CHECKS)
-    assert {r.id: r.status for r in results} == dict.fromkeys(CHECKS, Status.PASS)
+    # Without --deep nothing says whether torch can use CUDA: torch.cuda_available skips (never a
+    # pass by default); with the deep probe's answer it passes.
+    expected = {**dict.fromkeys(CHECKS, Status.PASS), "torch.cuda_available": Status.SKIP}
+    assert {r.id: r.status for r in results} == expected
+    deep = DeepTorchFacts(ok=True, version=CUDA_TORCH.version, cuda_available=True, device_count=1)
+    assert CHECKS["torch.cuda_available"](with_torch(deep=deep)).status is Status.PASS
 
 
 def test_every_warn_and_fail_has_a_fix() -> None:

@@ -591,6 +591,100 @@ def test_1x_cpu_build_on_an_rtx_2080_ti_pasted_in_backticks() -> None:
     )
 
 
+def test_only_torchs_warning_survives_of_the_build(render: Render) -> None:
+    # CompVis/latent-diffusion#102 (the reporter's paste): an RTX 3090 under the repository's
+    # pinned torch, whose sm_86 warning is all the paste says about the build; collect_env printed
+    # no torch lines and no package list. The warning is hard-wrapped by a mail client.
+    report = render(
+        python_version="3.8.5 (default, Sep  4 2020, 07:30:14)  [GCC 7.3.0] (64-bit runtime)",
+        is_cuda_available="True",
+        nvidia_gpu_models="GPU 0: NVIDIA GeForce RTX 3090",
+    )
+    warning = (
+        "/opt/conda/lib/python3.8/site-packages/torch/cuda/__init__.py:104: UserWarning:\n"
+        "NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the current PyTorch "
+        "installation.\nThe current PyTorch install supports CUDA capabilities sm_37 sm_50 sm_60 sm_70.\n"
+        "If you want to use the NVIDIA GeForce RTX 3090 GPU with PyTorch, please check the instructions "
+        "at https://pytorch.org/get-started/locally/\n\n  warnings.warn(incompatible_device_warn.format(\n"
+    )
+    facts = parse_collect_env(hard_wrapped(warning + report))
+
+    torch = facts.torch
+    assert torch.version is None and torch.cuda is None
+    assert torch.installed and torch.cuda_build is True
+    assert torch.supported_arches == ("sm_37", "sm_50", "sm_60", "sm_70")
+    assert torch.arch_list == torch.supported_arches
+    assert [(g.name, g.compute_capability) for g in torch.incompatible_gpus] == [
+        ("NVIDIA GeForce RTX 3090", ComputeCapability(8, 6))
+    ]
+    assert facts.gpus[0].compute_capability == ComputeCapability(8, 6)
+    # What the paste does not show is unknown, not absent.
+    assert {"torch.version", "torch.distributions"} <= set(facts.unknown)
+    assert facts.reported("gpus")
+
+    result = checks(facts)
+    assert result["torch.installed"].status is Status.PASS
+    assert result["torch.installed"].summary.startswith("torch (unknown version) (a CUDA build)")
+    assert (
+        "architectures torch says it was built for: sm_37 sm_50 sm_60 sm_70"
+        in result["torch.installed"].detail
+    )
+    assert result["torch.cuda_available"].status is Status.PASS  # "Is CUDA available: True"
+
+
+def test_cuda_build_where_torch_finds_no_driver_cut_short(render: Render) -> None:
+    # https://github.com/pytorch/pytorch/issues/74733: torch 1.7.0+cu110 on CentOS 7 where torch
+    # warns it found no NVIDIA driver; here the paste stops after "Is CUDA available".
+    report = render(
+        torch_version="1.7.0+cu110",
+        is_debug_build="True",
+        cuda_compiled_version="11.0",
+        hip_compiled_version="N/A",
+        os="CentOS Linux 7 (Core) (x86_64)",
+        python_version="3.6.4 (default, Mar 17 2022, 20:24:30)  [GCC 8.2.0] (64-bit runtime)",
+        python_platform="Linux-4.14.0_1-0-0-38-x86_64-with-centos-7.5.1804-Core",
+        is_cuda_available="False",
+    )
+    warning = (
+        "/usr/lib/python3.6/site-packages/torch/cuda/__init__.py:52: UserWarning: CUDA initialization: "
+        "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+        "driver from http://www.nvidia.com/Download/index.aspx (Triggered internally at  "
+        "/pytorch/c10/cuda/CUDAFunctions.cpp:100.)\n  return torch._C._cuda_getDeviceCount() > 0\n"
+    )
+    text = quoted(cut_after(report.replace(HEADER, HEADER + warning), "Is CUDA available"))
+    facts = parse_collect_env(text)
+
+    assert facts.torch.cuda_init_error == "no_driver"
+    assert {"gpus", "driver.version", "torch.distributions"} <= set(facts.unknown)
+    assert "torch said: Found no NVIDIA driver on your system" in facts.notes
+
+    result = checks(facts)["torch.cuda_available"]
+    assert result.status is Status.FAIL
+    assert result.summary == (
+        "torch 1.7.0+cu110 (CUDA 11.0) cannot use CUDA: torch found no NVIDIA driver (libcuda could not be loaded)"
+    )
+    assert "nvidia-smi" in result.fix and "docker run --gpus all" in result.fix
+    assert result.fix.splitlines()[-1] == (
+        "or, to run on the CPU here: python -m pip install torch==1.7.0 --index-url https://download.pytorch.org/whl/cpu"
+    )
+
+
+def test_a_healthy_gpu_paste_passes_cuda_available(render: Render) -> None:
+    report = render(
+        torch_version="2.5.1+cu124",
+        cuda_compiled_version="12.4",
+        is_cuda_available="True",
+        nvidia_gpu_models="GPU 0: NVIDIA H100 80GB HBM3\nGPU 1: NVIDIA H100 80GB HBM3",
+        nvidia_driver_version="550.54.15",
+        pip_version="pip3",
+        pip_packages="[pip3] torch==2.5.1+cu124",
+    )
+    facts = parse_collect_env(report)
+    assert facts.unknown == () or "torch.version" not in facts.unknown
+    assert not facts.torch.spoke
+    assert checks(facts)["torch.cuda_available"].status is Status.PASS
+
+
 # Formats and noise, one at a time -----------------------------------------------------------------
 
 
@@ -753,6 +847,12 @@ STARTS = [
     "[pip] ",
     "[conda] ",
     "UserWarning: ",
+    "CUDA initialization: The NVIDIA driver on your system is too old (found version ",
+    "Found no NVIDIA driver on your system",
+    " with CUDA capability sm_",
+    "The current PyTorch install supports CUDA capabilities ",
+    "Found GPU0 ",
+    " which is of cuda capability ",
     "Collecting environment information...",
     "```",
     "<details>",

@@ -1,0 +1,228 @@
+"""torch.cuda_available: a CUDA build that cannot use CUDA fails with the cause the evidence shows
+and both ways out; a CPU build, or no evidence, skips; a working GPU machine passes."""
+
+from __future__ import annotations
+
+from envkit.checks import CHECKS
+from envkit.checks.cuda_available import check_torch_cuda_available
+from envkit.facts import (
+    CondaPackage,
+    DeepTorchFacts,
+    Distribution,
+    DriverFacts,
+    Facts,
+    GpuFacts,
+    HostFacts,
+    PythonFacts,
+    TorchFacts,
+)
+from envkit.report import Status
+from envkit.versions import ComputeCapability, NvVersion, Version
+
+CPU_INDEX = "--index-url https://download.pytorch.org/whl/cpu"
+
+
+def paste(torch: TorchFacts, **more: object) -> Facts:
+    python = PythonFacts(executable="python", selected_by="collect_env", platform="linux-x86_64")
+    return Facts(python=python, torch=torch, **more)  # type: ignore[arg-type]
+
+
+def deep(available: bool, *warnings: str) -> DeepTorchFacts:
+    return DeepTorchFacts(ok=True, cuda_available=available, warnings=warnings)
+
+
+def test_registered() -> None:
+    assert CHECKS["torch.cuda_available"] is check_torch_cuda_available
+
+
+def test_no_driver_on_the_node_fails_with_both_ways_out() -> None:
+    # pytorch/pytorch#77520: torch 1.10.2 (CUDA 11.3), no GPU and no driver answered.
+    torch = TorchFacts(
+        version=Version("1.10.2"),
+        cuda=Version("11.3"),
+        distributions=(
+            Distribution("torch", Version("1.10.2")),
+            Distribution("torchvision", Version("0.11.3")),
+            Distribution("torchaudio", Version("0.10.2")),
+        ),
+        deep=deep(False),
+    )
+    result = check_torch_cuda_available(paste(torch))
+    assert result.status is Status.FAIL
+    assert (
+        result.summary
+        == "torch 1.10.2 (CUDA 11.3) cannot use CUDA: no NVIDIA driver or GPU answered on this node"
+    )
+    assert "login node" in result.detail and "NVIDIA runtime" in result.detail
+    fixes = result.fix.splitlines()
+    assert any("nvidia-smi" in f for f in fixes)
+    assert any("docker run --gpus all" in f and "--nv" in f for f in fixes)
+    assert fixes[-1] == (
+        "or, to run on the CPU here: python -m pip install torch==1.10.2 torchvision==0.11.3 "
+        f"torchaudio==0.10.2 {CPU_INDEX}"
+    )
+
+
+def test_torch_says_no_driver() -> None:
+    # pytorch/pytorch#74733: torch 1.7.0+cu110, "Found no NVIDIA driver on your system".
+    torch = TorchFacts(
+        version=Version("1.7.0+cu110"),
+        cuda=Version("11.0"),
+        deep=deep(False),
+        cuda_init_error="no_driver",
+        cuda_init_message="Found no NVIDIA driver on your system",
+    )
+    result = check_torch_cuda_available(paste(torch))
+    assert result.status is Status.FAIL
+    assert result.summary.endswith("torch found no NVIDIA driver (libcuda could not be loaded)")
+    assert "torch said: Found no NVIDIA driver on your system" in result.detail
+    assert f"python -m pip install torch==1.7.0 {CPU_INDEX}" in result.fix
+
+
+def test_message_alone_is_enough_when_the_paste_is_cut_short() -> None:
+    # Only torch's warning survived: no version line, no "Is CUDA available".
+    torch = TorchFacts(cuda_init_error="init_failed", cuda_init_message="CUDA driver initialization failed")
+    result = check_torch_cuda_available(paste(torch))
+    assert result.status is Status.FAIL
+    assert (
+        result.summary == "this CUDA build of torch cannot use CUDA: the CUDA driver could not be initialized"
+    )
+    assert f"python -m pip install torch {CPU_INDEX}" in result.fix
+
+
+def test_a_container_is_named_when_the_facts_show_one() -> None:
+    torch = TorchFacts(
+        version=Version("2.1.0a0+29c30b1"),
+        cuda=Version("12.1"),
+        deep=deep(
+            False,
+            "CUDA initialization: Found no NVIDIA driver on your system. (Triggered internally at "
+            "/opt/pytorch/pytorch/c10/cuda/CUDAFunctions.cpp:108.)",
+        ),
+        cuda_init_error="no_driver",
+    )
+    result = check_torch_cuda_available(paste(torch))
+    first = result.fix.splitlines()[0]
+    assert first.startswith("torch's message comes from an NGC container's build") and "--gpus all" in first
+    assert "torch==2.1.0 --index-url" in result.fix  # the release an NGC 2.1.0a0 build leads to
+    plain = TorchFacts(version=Version("2.4.0+cu121"), cuda=Version("12.1"), cuda_init_error="no_driver")
+    by_hostname = check_torch_cuda_available(paste(plain, host=HostFacts(hostname="3f2a9c1b7d4e")))
+    assert "Docker container id" in by_hostname.detail
+
+
+def test_gpus_listed_but_no_driver_usable() -> None:
+    torch = TorchFacts(version=Version("2.4.0+cu121"), cuda=Version("12.1"), cuda_init_error="init_failed")
+    gpu = GpuFacts(index=0, name="NVIDIA A100-SXM4-80GB", compute_capability=ComputeCapability(8, 0))
+    result = check_torch_cuda_available(paste(torch, gpus=(gpu,)))
+    assert result.status is Status.FAIL
+    assert "1 GPU(s) are listed" in result.detail
+
+
+def test_driver_too_old_points_at_the_driver() -> None:
+    torch = TorchFacts(
+        cuda=Version("12.1"),
+        cuda_init_error="driver_too_old",
+        reported_driver_cuda=Version("11.0"),
+        cuda_init_message="The NVIDIA driver on your system is too old (found version 11000)",
+    )
+    result = check_torch_cuda_available(paste(torch))
+    assert result.status is Status.FAIL
+    assert result.summary == (
+        "torch (CUDA 12.1) cannot use CUDA: the NVIDIA driver is too old (it provides CUDA 11.0) for CUDA 12.1"
+    )
+    assert "torch.driver_compat" in result.detail
+
+
+def test_forward_compatibility_error_804() -> None:
+    torch = TorchFacts(
+        version=Version("2.3.0+cu121"),
+        cuda=Version("12.1"),
+        deep=deep(False),
+        cuda_init_error="cuda_error",
+        cuda_init_message="Error 804: forward compatibility was attempted on non supported HW",
+    )
+    result = check_torch_cuda_available(paste(torch))
+    assert "cuda-compat" in result.summary and "LD_LIBRARY_PATH" in result.fix
+
+
+def test_no_gpus_names_cuda_visible_devices() -> None:
+    torch = TorchFacts(version=Version("2.5.1+cu124"), cuda=Version("12.4"), cuda_init_error="no_gpus")
+    host = HostFacts(env={"CUDA_VISIBLE_DEVICES": ""})
+    result = check_torch_cuda_available(
+        paste(torch, host=host, driver=DriverFacts(version=NvVersion("550.54.15")))
+    )
+    assert "CUDA_VISIBLE_DEVICES=''" in result.detail
+
+
+def test_conda_pytorch_gets_conda_cpuonly() -> None:
+    torch = TorchFacts(
+        version=Version("2.1.0"),
+        cuda=Version("12.1"),
+        conda_packages=(
+            CondaPackage("pytorch", Version("2.1.0"), "py3.10_cuda12.1_cudnn8.9.2_0", "pytorch"),
+        ),
+        deep=deep(False),
+    )
+    assert check_torch_cuda_available(paste(torch)).fix.splitlines()[-1] == (
+        "or, to run on the CPU here: conda install pytorch==2.1.0 cpuonly -c pytorch"
+    )
+
+
+def test_false_with_a_driver_and_gpus_and_no_reason() -> None:
+    torch = TorchFacts(version=Version("2.5.1+cu124"), cuda=Version("12.4"), deep=deep(False))
+    gpu = GpuFacts(index=0, name="NVIDIA H100 80GB HBM3", compute_capability=ComputeCapability(9, 0))
+    facts = paste(torch, gpus=(gpu,), driver=DriverFacts(version=NvVersion("550.54.15")))
+    result = check_torch_cuda_available(facts)
+    assert result.status is Status.FAIL
+    assert "driver 550.54.15, 1 GPU(s) listed" in result.summary
+
+
+def test_a_working_gpu_machine_passes() -> None:
+    torch = TorchFacts(
+        version=Version("2.5.1+cu124"),
+        cuda=Version("12.4"),
+        deep=DeepTorchFacts(ok=True, cuda_available=True, device_count=8),
+    )
+    gpu = GpuFacts(index=0, name="NVIDIA H100 80GB HBM3", compute_capability=ComputeCapability(9, 0))
+    result = check_torch_cuda_available(
+        paste(torch, gpus=(gpu,), driver=DriverFacts(version=NvVersion("550.54.15")))
+    )
+    assert result.status is Status.PASS
+    assert (
+        result.summary
+        == "torch 2.5.1+cu124 (CUDA 12.4) can use CUDA (torch.cuda.is_available(), 8 device(s))"
+    )
+
+
+def test_cpu_and_rocm_builds_skip() -> None:
+    cpu = check_torch_cuda_available(paste(TorchFacts(version=Version("2.5.1+cpu"), deep=deep(False))))
+    assert cpu.status is Status.SKIP and "CPU-only build" in cpu.summary
+    rocm = TorchFacts(version=Version("2.5.1+rocm6.2"), hip="6.2", deep=deep(True))
+    assert "ROCm 6.2" in check_torch_cuda_available(paste(rocm)).summary
+    not_compiled = TorchFacts(cuda_init_error="not_compiled")
+    assert check_torch_cuda_available(paste(not_compiled)).status is Status.SKIP
+
+
+def test_no_evidence_skips_and_says_what_is_missing() -> None:
+    nothing = check_torch_cuda_available(
+        paste(TorchFacts(version=Version("2.5.1+cu124"), cuda=Version("12.4")))
+    )
+    assert nothing.status is Status.SKIP
+    assert nothing.summary == "nothing says whether torch can use CUDA"
+    assert "envkit doctor --deep" in nothing.fix
+    assert check_torch_cuda_available(paste(TorchFacts())).status is Status.SKIP  # not installed
+    # A paste cut before the "CUDA used to build" line with no local version: unknown build.
+    unknown = TorchFacts(distributions=(Distribution("torch", None),), deep=deep(False))
+    assert check_torch_cuda_available(paste(unknown)).summary == "nothing says whether torch is a CUDA build"
+
+
+def test_a_paste_cut_before_the_gpu_lines_claims_no_driver_absence() -> None:
+    torch = TorchFacts(version=Version("2.5.1+cu124"), cuda=Version("12.4"), deep=deep(False))
+    facts = Facts(torch=torch, unknown=("gpus", "driver.version", "torch.distributions"))
+    result = check_torch_cuda_available(facts)
+    assert result.status is Status.FAIL
+    assert (
+        result.summary == "torch 2.5.1+cu124 (CUDA 12.4) cannot use CUDA: torch.cuda.is_available() is False"
+    )
+    assert "whether a driver is there is not known" in result.detail
+    assert "login node" not in result.detail
