@@ -171,3 +171,29 @@ def test_str_enums_read_and_write_as_their_values() -> None:
 def test_values_outside_a_closed_set_name_their_field(data: dict[str, object], message: str) -> None:
     with pytest.raises(InputError, match=message):
         from_jsonable(_Paint, data)
+
+
+def test_a_recorded_report_reads_back_with_only_summary_cause_added() -> None:
+    """envkit.report/1 only grows: a report saved before summary.cause existed reads back with every
+    published field as it was, and `cause` beside them (null here: nothing warns or fails)."""
+    from pathlib import Path
+
+    from envkit.report import report_from_json
+
+    path = Path(__file__).parents[1] / "data" / "reports" / "h200-580-torch2.11-cu130.json"
+    saved = json.loads(path.read_text())
+    again = report_from_json(saved, str(path)).to_json()
+    assert again["checks"] == saved["checks"]
+    assert _grown_from(again["facts"], saved["facts"])  # facts may have gained fields, never lost one
+    assert set(again["summary"]) - set(saved["summary"]) == {"cause"}
+    assert {k: again["summary"][k] for k in saved["summary"]} == saved["summary"]
+    assert again["summary"]["cause"] is None
+
+
+def _grown_from(new: object, old: object) -> bool:
+    """``new`` holds every field of ``old`` with the same value (and maybe more fields)."""
+    if isinstance(old, dict):
+        return isinstance(new, dict) and all(k in new and _grown_from(new[k], v) for k, v in old.items())
+    if isinstance(old, list):
+        return isinstance(new, list) and len(new) == len(old) and all(map(_grown_from, new, old))
+    return new == old
