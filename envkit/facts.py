@@ -9,6 +9,7 @@ Field hints use ``Optional[...]``: they are evaluated at run time (envkit._seria
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -87,6 +88,9 @@ class GpuFacts:
     memory_total_mib: Optional[int] = None
     mig_enabled: Optional[bool] = None
     mig_pending: Optional[bool] = None
+    # The MIG devices (GPU instances) on it by profile, e.g. ("3g.40gb", "3g.40gb"), as
+    # ``nvidia-smi -L`` lists them below their GPU; () when none or not read.
+    mig_devices: tuple[str, ...] = ()
     persistence_mode: Optional[bool] = None
     ecc_enabled: Optional[bool] = None
     ecc_pending: Optional[bool] = None
@@ -156,6 +160,21 @@ class PythonFacts:
     error: Optional[str] = None
 
 
+# CUDA library wheels torch depends on (torch's METADATA, e.g. torch 2.9.0+cu130's Requires-Dist;
+# pytorch/pytorch .github/scripts/generate_binary_build_matrix.py PYTORCH_EXTRA_INSTALL_REQUIREMENTS).
+CUDA_LIBRARY_FAMILIES: frozenset[str] = frozenset(
+    {
+        "cublas", "cuda-cupti", "cuda-nvrtc", "cuda-runtime", "cudnn", "cufft", "cufile", "curand",
+        "cusolver", "cusparse", "cusparselt", "nccl", "nvjitlink", "nvshmem", "nvtx",
+    }
+)  # fmt: skip
+# Suffix-less CUDA 13 wheels whose version is the CUDA version (13.0.x); cufft, curand, cusolver,
+# cusparse and cufile number their own releases.
+_CUDA_VERSIONED: frozenset[str] = frozenset(
+    {"cublas", "cuda-cupti", "cuda-nvrtc", "cuda-runtime", "nvjitlink", "nvtx"}
+)
+
+
 @dataclass(frozen=True)
 class Distribution:
     """An installed distribution (dist-info / egg-info) as importlib.metadata sees it. The name is
@@ -164,9 +183,40 @@ class Distribution:
     name: str
     version: Optional[Version]
     location: Optional[str] = None
+    # Its metadata's ``Requires-Dist`` entries for torch (``torch==2.5.1``, markers kept, extras'
+    # left out), read from the installed dist-info; () when it names no torch or was not read
+    # (a pasted report shows versions only).
+    requires_torch: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", canonicalize_name(self.name))
+
+    @property
+    def cuda_library(self) -> Optional[str]:
+        """The CUDA library family of an NVIDIA wheel torch loads at run time ("nccl" for
+        nvidia-nccl-cu12, "cuda-runtime" for CUDA 13's suffix-less nvidia-cuda-runtime), None for
+        any other distribution: nvidia-ml-py (NVML bindings), nvidia-cudnn-frontend, nvidia-dali-*.
+        The families are those torch's wheels require (PYTORCH_EXTRA_INSTALL_REQUIREMENTS in
+        pytorch/pytorch .github/scripts/generate_binary_build_matrix.py)."""
+        if not self.name.startswith("nvidia-"):
+            return None
+        family = re.sub(r"-cu\d+$", "", self.name[len("nvidia-") :])
+        return family if family in CUDA_LIBRARY_FAMILIES else None
+
+    @property
+    def cuda_major(self) -> Optional[int]:
+        """The CUDA major a CUDA library wheel is built for: its -cuNN suffix, else (CUDA 13's
+        suffix-less wheels) its version where that follows the CUDA version (nvidia-cuda-runtime
+        13.0.96, nvidia-cublas 13.1.1.3; not nvidia-cufft 12.0.0.61, a CUDA 13 wheel); None when
+        it is not one or nothing says."""
+        if self.cuda_library is None:
+            return None
+        suffix = re.search(r"-cu(\d+)$", self.name)
+        if suffix:
+            return int(suffix.group(1))
+        if self.cuda_library in _CUDA_VERSIONED and self.version is not None:
+            return self.version.major
+        return None
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Final
 
+from envkit.checks.companions import check_torch_companions
 from envkit.checks.compat import (
     check_cpu_build_on_gpu,
     check_driver_support,
@@ -16,7 +17,7 @@ from envkit.checks.compat import (
 )
 from envkit.checks.cuda_available import check_torch_cuda_available
 from envkit.checks.driver import check_driver_loaded
-from envkit.checks.gpu import check_gpu_health
+from envkit.checks.gpu import check_gpu_health, check_gpu_mig
 from envkit.checks.nccl import check_nccl_env
 from envkit.checks.shm import check_shm
 from envkit.checks.toolkit import check_toolkit_nvcc
@@ -35,11 +36,13 @@ CHECKS: Final[dict[str, Check]] = {
     "driver.loaded": check_driver_loaded,
     "driver.support": check_driver_support,
     "gpu.health": check_gpu_health,
+    "gpu.mig": check_gpu_mig,
     "toolkit.nvcc": check_toolkit_nvcc,
     "python.shm": check_shm,
     "torch.installed": check_torch_installed,
     "torch.duplicates": check_torch_duplicates,
     "torch.cuda_libs": check_torch_cuda_libs,
+    "torch.companions": check_torch_companions,
     "torch.cuda_available": check_torch_cuda_available,
     "torch.driver_compat": check_torch_driver_compat,
     "torch.gpu_arch": check_gpu_arch,

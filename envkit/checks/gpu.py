@@ -1,4 +1,5 @@
-"""gpu.health: ECC errors, pending page retirement / row remaps, throttling, PCIe link, lost GPUs.
+"""gpu.health: ECC errors, pending page retirement / row remaps, throttling, PCIe link, lost GPUs;
+gpu.mig: GPUs split into MIG devices.
 
 Thresholds follow the trusted node-health tools: any volatile uncorrected ECC error or failed row
 remap fails the node (facebookresearch/gcm:gcm/health_checks/checks/check_nvidia_smi.py@1b7bde97195d;
@@ -19,7 +20,7 @@ from envkit.report import CheckResult, Status
 if TYPE_CHECKING:
     from envkit.facts import Facts, GpuFacts
 
-__all__ = ["check_gpu_health"]
+__all__ = ["check_gpu_health", "check_gpu_mig"]
 
 ID: Final = "gpu.health"
 THROTTLE_EVENTS: Final = ("hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal")
@@ -120,3 +121,63 @@ def check_gpu_health(facts: Facts) -> CheckResult:
         f"{plural(len(facts.gpus), 'GPU')} healthy ({and_list(names)})",
         detail=join_lines(*inventory),
     )
+
+
+# NVIDIA's MIG user guide, "CUDA Device Enumeration" / "Application Considerations"
+# (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/): a CUDA process enumerates one MIG
+# device only, whatever CUDA_VISIBLE_DEVICES lists, and MIG devices have no GPU-to-GPU P2P (PCIe
+# or NVLink), so NCCL cannot run a collective across slices; a device-count assert or "invalid
+# device ordinal" follows (pytorch/pytorch#130181, ptrblck in pytorch/pytorch#102715).
+MIG_ID: Final = "gpu.mig"
+
+
+def _mig_label(gpu: GpuFacts) -> str:
+    if not gpu.mig_devices:
+        return f"{_gpu_label(gpu)} is in MIG mode"
+    counts = {p: gpu.mig_devices.count(p) for p in dict.fromkeys(gpu.mig_devices)}
+    profiles = and_list([f"{p}" + (f" x{n}" if n > 1 else "") for p, n in counts.items()])
+    return f"{_gpu_label(gpu)} is split into {plural(len(gpu.mig_devices), 'MIG device')} ({profiles})"
+
+
+def check_gpu_mig(facts: Facts) -> CheckResult:
+    if not facts.gpus:
+        return CheckResult(MIG_ID, Status.SKIP, "no GPUs to check")
+    split = [g for g in facts.gpus if g.mig_enabled or g.mig_devices]
+    if not split:
+        pasted = all(g.source == "collect_env" for g in facts.gpus)
+        if not pasted and all(g.mig_enabled is None for g in facts.gpus):
+            return CheckResult(MIG_ID, Status.SKIP, "the driver did not report the GPUs' MIG mode")
+        # nvidia-smi -L (a paste's GPU lines) lists every MIG device below its GPU: none there, none made.
+        return CheckResult(MIG_ID, Status.PASS, "no GPU is in MIG mode")
+    devices = sum(max(len(g.mig_devices), 1) for g in split)
+    visible = [t.strip() for t in facts.host.env.get("CUDA_VISIBLE_DEVICES", "").split(",") if t.strip()]
+    chosen = [t for t in visible if t.startswith("MIG-")]
+    findings = [_mig_label(g) for g in split]
+    detail = join_lines(
+        *findings,
+        "With MIG, CUDA shows a process MIG devices instead of the GPU, and a process can use one MIG "
+        "device only (NVIDIA MIG user guide, CUDA device enumeration): torch.cuda.device_count() is 1 "
+        "and cuda:1 does not exist, whatever CUDA_VISIBLE_DEVICES lists.",
+        "MIG devices have no peer-to-peer path (PCIe or NVLink) between them: NCCL collectives across "
+        "slices (DDP/FSDP over several MIG devices) are not supported.",
+    )
+    one_each = (
+        "give each process one MIG device: CUDA_VISIBLE_DEVICES=MIG-<uuid> python train.py "
+        "(the MIG-… UUIDs are in `nvidia-smi -L`)"
+    )
+    whole = (
+        "for multi-GPU training use whole GPUs: sudo nvidia-smi -i {i} -mig 0 (no process may hold "
+        "the GPU; reset it or reboot if the change stays pending)"
+    )
+    fixes = [one_each, *(whole.format(i=g.index) for g in split)]
+    if len(chosen) == 1 and len(visible) == 1:
+        return CheckResult(
+            MIG_ID,
+            Status.PASS,
+            f"CUDA_VISIBLE_DEVICES selects one MIG device ({chosen[0]}) of {headline(findings)}",
+            detail=detail,
+        )
+    summary = headline(findings)
+    if devices > 1:
+        summary += "; a CUDA process sees only one of them"
+    return CheckResult(MIG_ID, Status.WARN, summary, detail=detail, fix=fix_lines(fixes))

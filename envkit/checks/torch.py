@@ -10,7 +10,8 @@ folder on LD_LIBRARY_PATH puts a stub ``libcuda.so`` in front of the driver's.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Final
+import re
+from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.checks._common import and_list, fix_lines, headline, join_lines, pip_command
 from envkit.checks.compat import plan_fix
@@ -18,6 +19,7 @@ from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
     from envkit.facts import Distribution, Facts, SharedLib, TorchFacts
+    from envkit.versions import Version
 
 __all__ = [
     "check_torch_cuda_libs",
@@ -159,7 +161,10 @@ def _short_location(location: str | None) -> str:
 def check_torch_duplicates(facts: Facts) -> CheckResult:
     cid = "torch.duplicates"
     torch = facts.torch
-    if not torch.installed and not torch.conda_packages:
+    # CUDA wheels of two majors break `import torch` itself ("undefined symbol: ncclCommResume",
+    # pytorch/pytorch#186591), so a paste whose torch line says N/A is still judged by its packages.
+    cuda_wheels = [d for d in torch.distributions if d.cuda_major is not None]
+    if not torch.installed and not torch.conda_packages and not cuda_wheels:
         return CheckResult(cid, Status.SKIP, "torch is not installed")
     problems: list[str] = []
     fixes: list[str] = []
@@ -185,10 +190,17 @@ def check_torch_duplicates(facts: Facts) -> CheckResult:
             f"keep one: `{pip} uninstall -y torch` (keep conda's) or "
             f"`conda remove --force {conda_torch.name}` (keep pip's)"
         )
-    mixed = _mixed_cuda_wheels(torch.distributions)
+    mixed, keep, why = _mixed_cuda_wheels(torch.distributions, torch.cuda)
     if mixed:
-        problems.append(f"CUDA wheels for two CUDA majors: {and_list(mixed)}")
-        fixes.append(f"{pip} uninstall -y " + " ".join(mixed) + "  then reinstall torch")
+        problems.append(
+            f"CUDA wheels for two CUDA majors: {and_list([_dist_label(d) for d in mixed])} "
+            f"beside CUDA {keep}'s{why}"
+        )
+        fixes.append(
+            f"{pip} uninstall -y " + " ".join(d.name for d in mixed) + "  then reinstall torch "
+            f"(`{pip} install --force-reinstall --no-deps` of the torch you have) so that one CUDA "
+            "major's libraries remain"
+        )
     if problems:
         return CheckResult(
             cid,
@@ -197,7 +209,15 @@ def check_torch_duplicates(facts: Facts) -> CheckResult:
             detail=join_lines(
                 *problems,
                 "Python imports whichever comes first on sys.path; the other one's files and "
-                "metadata make upgrades and uninstalls unpredictable.",
+                "metadata make upgrades and uninstalls unpredictable."
+                if len(problems) > len(mixed[:1])
+                else "",
+                "Both majors' libraries sit in site-packages/nvidia/; torch loads one library of "
+                "each name, so a CUDA 12 NCCL or cuBLAS beside CUDA 13 ones is the 'undefined symbol' "
+                "failure at `import torch` (pytorch/pytorch#186591)."
+                if mixed
+                else "",
+                torch.error if mixed and torch.error else "",
             ),
             fix=fix_lines(fixes),
         )
@@ -210,16 +230,29 @@ def _pip_owned(pip_torch: list[Distribution], facts: Facts) -> bool:
     return any(str(d.version).split("+")[0] not in conda_versions for d in pip_torch)
 
 
-def _mixed_cuda_wheels(dists: tuple[Distribution, ...]) -> list[str]:
-    by_suffix: dict[str, list[str]] = {}
+def _dist_label(dist: Distribution) -> str:
+    return f"{dist.name} {dist.version}" if dist.version is not None else dist.name
+
+
+def _mixed_cuda_wheels(
+    dists: tuple[Distribution, ...], cuda: Optional[Version]
+) -> tuple[list[Distribution], Optional[int], str]:
+    """The CUDA library wheels of the wrong CUDA major (those torch's own CUDA does not name; without
+    torch's CUDA, the major with fewer wheels, and on a tie the older one: a wheel left behind by an
+    upgrade to a newer CUDA build), the major to keep, and why that one."""
+    by_major: dict[int, list[Distribution]] = {}
     for d in dists:
-        name = d.name
-        if name.startswith("nvidia-") and name.rsplit("-", 1)[-1] in ("cu11", "cu12", "cu13"):
-            by_suffix.setdefault(name.rsplit("-", 1)[-1], []).append(name)
-    if len(by_suffix) < 2:
-        return []
-    minority = sorted(by_suffix.values(), key=len)[0]
-    return sorted(minority)
+        if d.cuda_major is not None:
+            by_major.setdefault(d.cuda_major, []).append(d)
+    if len(by_major) < 2:
+        return [], None, ""
+    if cuda is not None and cuda.major in by_major:
+        keep, why = cuda.major, f" (torch is a CUDA {cuda} build)"
+    else:
+        keep = max(by_major, key=lambda m: (len(by_major[m]), m))
+        why = " (torch's own CUDA is not known: the larger family, on a tie the newer, is kept)"
+    wrong = [d for m, found in sorted(by_major.items()) if m != keep for d in found]
+    return sorted(wrong, key=lambda d: d.name), keep, why
 
 
 def check_torch_cuda_libs(facts: Facts) -> CheckResult:
@@ -254,16 +287,109 @@ def check_torch_cuda_libs(facts: Facts) -> CheckResult:
             ),
             fix=fix_lines(fixes),
         )
+    if "env" in facts.host.unanswered:
+        pasted = _pasted_pairing(facts)
+        if pasted is not None:
+            return pasted
     if not torch.installed or torch.cuda is None:
         what = "torch is not installed" if not torch.installed else "torch is not a CUDA build"
         return CheckResult(cid, Status.SKIP, f"{what}; no CUDA libraries to compare")
-    bundled = [d.name for d in torch.distributions if d.name.startswith("nvidia-")]
+    # Only the CUDA libraries torch loads: not nvidia-ml-py (NVML bindings) or nvidia-cudnn-frontend.
+    bundled = [d.name for d in torch.distributions if d.cuda_library is not None]
     return CheckResult(
         cid,
         Status.PASS,
         "no system CUDA libraries shadow torch's"
         + (f" ({len(bundled)} bundled nvidia-* wheels)" if bundled else ""),
         detail=join_lines(*(_lib_line(lib) for lib in libs)),
+    )
+
+
+# The distribution's own library folders (/lib, /usr/lib64, /usr/lib/x86_64-linux-gnu, …): a cuDNN
+# there came with a system package and is in the ld.so cache, which the loader searches after the
+# wheel's RUNPATH, so it is harmless. A cuDNN anywhere else (/usr/local/cuda-12.3/lib64, a module
+# system's /apps/cudnn/v8.0.3/lib64) is there for LD_LIBRARY_PATH, as NVIDIA's installation guide
+# ("Post-installation Actions": export LD_LIBRARY_PATH=/usr/local/cuda-12.3/lib64…) and environment
+# modules set it, and LD_LIBRARY_PATH is searched before the wheel's own folders.
+_DISTRO_LIB_RE: Final = re.compile(r"^/(?:usr/)?lib(?:32|64)?(?:/[a-z0-9_]+-linux-gnu\w*)?/[^/]+$")
+_LD_FIX: Final = (
+    "unset LD_LIBRARY_PATH (or drop the system CUDA folders from it{dirs}) so that torch loads the "
+    "CUDA libraries it bundles, then check: python -c 'import torch; print(torch.cuda.is_available(), "
+    "torch.backends.cudnn.version())'"
+)
+
+
+def _pasted_pairing(facts: Facts) -> Optional[CheckResult]:
+    """A pasted report (LD_LIBRARY_PATH unknown): system CUDA libraries or a system toolkit beside
+    the CUDA libraries a pip torch bundles. With a failed import that pairing is the cause (fail);
+    without one, a system cuDNN of another version in a folder only LD_LIBRARY_PATH points at is a
+    warning. A system cuDNN in the distribution's own folders alone is not."""
+    cid = "torch.cuda_libs"
+    torch = facts.torch
+    wheels = [d for d in torch.distributions if d.cuda_library is not None]
+    local = (torch.version.local or "") if torch.version is not None else ""
+    conda_torch = any(p.name in ("pytorch", "libtorch") for p in torch.conda_packages)
+    bundles = bool(wheels) or (local.startswith("cu") and not conda_torch)
+    if not bundles:
+        return None
+    system = [lib for lib in facts.host.cuda_libs if lib.source == "ld.so.cache" and lib.family != "cuda"]
+    toolkits = [t for t in facts.toolkits if t.version is not None]
+    deep_error = torch.deep.error if torch.deep is not None and not torch.deep.ok else None
+    failure = torch.error or deep_error
+    ours = f" ({len(wheels)} nvidia-* CUDA wheels)" if wheels else f" (the {local} wheel bundles them)"
+    if failure and (system or toolkits):
+        found = [f"{lib.path} ({lib.family} {lib.version or '?'})" for lib in system]
+        found += [
+            f"a system CUDA {t.version} toolkit (nvcc; its lib64 is usually on LD_LIBRARY_PATH)"
+            for t in toolkits
+        ]
+        dirs = sorted({os.path.dirname(lib.path) for lib in system if not _DISTRO_LIB_RE.match(lib.path)})
+        dirs += [f"{t.root}/lib64" for t in toolkits if t.root]
+        return CheckResult(
+            cid,
+            Status.FAIL,
+            f"torch fails to load with system CUDA libraries beside its own{ours}: {headline(found)}",
+            detail=join_lines(
+                f"the failure: {failure}",
+                *found,
+                "The loader searches LD_LIBRARY_PATH before the torch wheel's own library folders, so "
+                "a system cuDNN, NCCL, cuBLAS or nvJitLink of another version there is loaded instead of "
+                "the one torch was built with: 'undefined symbol', 'Could not load library libcudnn…', "
+                "'cuDNN version incompatibility' (pytorch/pytorch#119989, #111469, #80637).",
+            ),
+            fix=_LD_FIX.format(dirs=": " + ", ".join(dirs) if dirs else ""),
+        )
+    suspects = []
+    for lib in system:
+        if _DISTRO_LIB_RE.match(lib.path):
+            continue
+        wheel = torch.wheel_lib(lib.family)
+        theirs = wheel.version if wheel is not None else None
+        if (
+            theirs is not None
+            and lib.version is not None
+            and len(lib.version.release) >= 2
+            and lib.version.release == theirs.release[: len(lib.version.release)]
+        ):
+            continue  # the wheel's own version: harmless wherever it is
+        bundled = f"{wheel.name} {theirs}" if wheel is not None else f"the {local} wheel's own {lib.family}"
+        it_is = f"{lib.family} {lib.version}" if lib.version is not None else lib.family
+        suspects.append(f"{lib.path} ({it_is}) would shadow {bundled} if its folder is on LD_LIBRARY_PATH")
+    if not suspects:
+        return None
+    dirs = sorted({os.path.dirname(lib.path) for lib in system if not _DISTRO_LIB_RE.match(lib.path)})
+    return CheckResult(
+        cid,
+        Status.WARN,
+        headline(suspects),
+        detail=join_lines(
+            *suspects,
+            "collect_env lists the cuDNN files of the ld.so cache; one outside the system's library "
+            "folders is usually there for LD_LIBRARY_PATH (a toolkit's lib64, an environment module), "
+            "which the loader searches before the torch wheel's own folders. The report does not show "
+            "LD_LIBRARY_PATH: check `echo $LD_LIBRARY_PATH`.",
+        ),
+        fix=_LD_FIX.format(dirs=": " + ", ".join(dirs) if dirs else ""),
     )
 
 

@@ -103,6 +103,9 @@ _TAG_RE: Final = re.compile(
 )
 _GPU_RE: Final = re.compile(r"GPU\s*(\d+)\s*:\s*")
 _UUID_RE: Final = re.compile(r"\s*\(UUID:\s*([^)]*)\)")
+# A MIG device line; the profile is "<g>g.<mem>gb" (NVIDIA MIG user guide, "Supported MIG Profiles"),
+# also with a media extension ("1g.10gb+me") or "c" compute-instance prefix on newer drivers.
+_MIG_RE: Final = re.compile(r"^MIG\s+(\S+)")
 _ARCH_RE: Final = re.compile(
     r"(?:^|[-(\s])(x86_64|amd64|aarch64|arm64|ppc64le|s390x|i686|armv7l)(?=[-)\s]|$)", re.I
 )
@@ -262,12 +265,14 @@ def _gpus(lines: list[str], notes: list[str]) -> tuple[GpuFacts, ...]:
 
     indices: list[int] = []
     names: list[str] = []
-    migs: list[bool] = []
+    migs: list[list[str]] = []  # the MIG devices' profiles below each GPU
     for line in lines:
         if line.lower() in _NOTHING:
             continue
-        if re.match(r"^MIG\b", line) and migs:
-            migs[-1] = True
+        mig_line = _MIG_RE.match(line)
+        if mig_line is not None and migs:
+            # nvidia-smi -L: "  MIG 3g.40gb     Device  0: (UUID: MIG-…)" (collect_env drops the UUID).
+            migs[-1].append(mig_line.group(1))
             continue
         marks = list(_GPU_RE.finditer(line))
         head = line[: marks[0].start()].strip() if marks else line
@@ -277,12 +282,12 @@ def _gpus(lines: list[str], notes: list[str]) -> tuple[GpuFacts, ...]:
             else:
                 indices.append(0)
                 names.append(head)
-                migs.append(False)
+                migs.append([])
         for i, mark in enumerate(marks):
             end = marks[i + 1].start() if i + 1 < len(marks) else len(line)
             indices.append(int(mark.group(1)))
             names.append(line[mark.end() : end].strip())
-            migs.append(False)
+            migs.append([])
     try:
         knowledge = load_knowledge()
     except Exception as exc:  # noqa: BLE001 -- a broken knowledge base must not hide the paste
@@ -302,6 +307,7 @@ def _gpus(lines: list[str], notes: list[str]) -> tuple[GpuFacts, ...]:
                 uuid=uuid_match.group(1).strip() if uuid_match else None,
                 compute_capability=known.cc if known else None,
                 mig_enabled=True if mig else None,
+                mig_devices=tuple(mig),
                 source=SOURCE,
             )
         )
@@ -497,9 +503,37 @@ def parse_collect_env(text: str) -> Facts:
     Never raises: text that is not a report gives empty Facts with a note saying so.
     """
     try:
-        return _parse(text)
+        return _what_a_paste_lacks(_parse(text), text)
     except Exception as exc:  # noqa: BLE001 -- pasted text must never crash doctor; say what happened
         return Facts(notes=(f"collect_env text could not be read: {type(exc).__name__}: {exc}",))
+
+
+# The dynamic loader's and torch's words when a CUDA library of another version was loaded:
+# "undefined symbol: ncclCommResume" (pytorch/pytorch#186591), "libcusparse.so.12: undefined symbol:
+# __nvJitLinkAddData_12_1, version libnvJitLink.so.12" (pytorch/pytorch#111469), "Could not load
+# library libcudnn_cnn_train.so.8" (pytorch/pytorch#119989), torch's "cuDNN version incompatibility:
+# PyTorch was compiled against (8, 3, 2) but found runtime version (8, 0, 3)" (pytorch/pytorch#80637),
+# glibc's "version `GLIBCXX_3.4.30' not found" and "cannot open shared object file".
+_LOADER_ERROR_RE: Final = re.compile(
+    r"undefined symbol|nvJitLink|cuDNN version incompatibility|Could not load library lib\w+\.so"
+    r"|version `[^']+' not found|cannot open shared object file|with link time reference",
+    re.IGNORECASE,
+)
+
+
+def _what_a_paste_lacks(facts: Facts, text: str) -> Facts:
+    """Two things a report leaves unsaid: collect_env prints no environment variables (LD_LIBRARY_PATH
+    is unknown, not empty), and the loader's error a reporter pastes above or below it is the failed
+    import's cause."""
+    host = dataclasses.replace(facts.host, unanswered=(*facts.host.unanswered, "env"))
+    torch = facts.torch
+    loader = next(
+        (line.strip()[:300] for line in map(_clean, text.splitlines()) if _LOADER_ERROR_RE.search(line)),
+        None,
+    )
+    if loader is not None:
+        torch = dataclasses.replace(torch, error=f"{torch.error}: {loader}" if torch.error else loader)
+    return dataclasses.replace(facts, host=host, torch=torch)
 
 
 def _parse(text: str) -> Facts:

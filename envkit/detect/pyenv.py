@@ -208,9 +208,11 @@ def _installers(system: System, data: dict[str, Any], python: str) -> dict[str, 
 def _dists(rows: Iterable[Any]) -> tuple[Distribution, ...]:
     dists = []
     for row in rows:
-        if isinstance(row, list) and len(row) == 3 and isinstance(row[0], str):
+        if isinstance(row, list) and len(row) in (3, 4) and isinstance(row[0], str):
             version = parse_version(row[1]) if isinstance(row[1], str) else None
-            dists.append(Distribution(row[0], version, row[2]))
+            pins = row[3] if len(row) == 4 and isinstance(row[3], list) else []
+            requires = tuple(p for p in pins if isinstance(p, str))
+            dists.append(Distribution(row[0], version, row[2], requires_torch=requires))
     return tuple(sorted(dists, key=lambda d: (d.name, str(d.location))))
 
 

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Final, Optional
 
+from envkit.facts import Distribution
 from envkit.report import Status
 
 if TYPE_CHECKING:
@@ -307,7 +308,7 @@ def _dynamic(facts: Facts) -> dict[str, Optional[str]]:
     versions: dict[str, set[str]] = {}
     for dist in facts.torch.distributions:
         name = dist.name
-        if name in _COVERED or name.startswith(("nvidia-cudnn", "nvidia-nccl")):
+        if name in _COVERED or dist.cuda_library in ("cudnn", "nccl"):  # keys of their own
             continue
         versions.setdefault(name, set()).add(str(dist.version or "?"))
     for name, found in versions.items():
@@ -336,6 +337,11 @@ def fingerprint(facts: Facts) -> dict[str, Optional[str]]:
     return values
 
 
+def _cuda_wheel(name: str) -> bool:
+    """nvidia-nccl-cu12 is a CUDA library torch loads; nvidia-ml-py (NVML bindings) is not."""
+    return Distribution(name, None).cuda_library is not None
+
+
 def aspect(key: str) -> Aspect:
     """What ``key`` means, for the fixed keys and the families (wheel.*, conda.*, syslib.*, env.*)."""
     if key in ASPECTS:
@@ -343,8 +349,10 @@ def aspect(key: str) -> Aspect:
     family, _, name = key.partition(".")
     if family == "wheel":
         why = "a package built against, or pinned to, one torch release"
-        if name.startswith("nvidia-"):
+        if _cuda_wheel(name):
             why = "a CUDA library wheel torch loads at run time"
+        elif name.startswith("nvidia-"):
+            why = "an NVIDIA package (not a CUDA library torch loads)"
         return Aspect(key, name, 2, why, absent="not installed")
     if family == "conda":
         return Aspect(
@@ -387,7 +395,7 @@ def order(key: str) -> tuple[int, int, str]:
     if family == "env":
         sub = next((i for i, p in enumerate(_ENV_ORDER) if name.startswith(p)), len(_ENV_ORDER))
     else:
-        sub = {"wheel": 0 if name.startswith("nvidia-") else 1, "syslib": 2, "conda": 3}.get(family, 4)
+        sub = {"wheel": 0 if _cuda_wheel(name) else 1, "syslib": 2, "conda": 3}.get(family, 4)
     return (a.tier, len(_POSITION) + sub, key)
 
 

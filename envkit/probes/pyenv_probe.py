@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import sys
 import sysconfig
 from typing import Any, Dict, List, Optional, Tuple
@@ -72,14 +73,58 @@ def _egg_info_version(path: str) -> Optional[str]:
     return None
 
 
-def distributions() -> List[List[Optional[str]]]:
+_REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+# A METADATA file's headers end at the first blank line (core metadata spec); this is far more.
+_HEADER_CAP = 256 * 1024
+
+
+def _names_torch(requirement: str) -> bool:
+    match = _REQ_NAME.match(requirement)
+    if match is None or normalize(match.group(1)) != "torch":
+        return False
+    # An extra's requirement ("torch>=2; extra == 'torch'") is not installed with the package.
+    marker = requirement.split(";", 1)[1] if ";" in requirement else ""
+    return "extra" not in marker
+
+
+def torch_requirements(path: str) -> List[str]:
+    """The distribution's requirements on torch: METADATA's ``Requires-Dist`` headers (core
+    metadata spec), or an egg-info's requires.txt before its first ``[extra]`` section. Only the
+    headers are read, so a package's long description costs nothing."""
+    found: List[str] = []
+    try:
+        if path.endswith(".dist-info"):
+            with open(os.path.join(path, "METADATA"), encoding="utf-8", errors="replace") as fh:
+                read = 0
+                for line in fh:
+                    read += len(line)
+                    if not line.strip() or read > _HEADER_CAP:
+                        break
+                    if line[:14].lower() == "requires-dist:":
+                        value = line.split(":", 1)[1].strip()
+                        if _names_torch(value):
+                            found.append(value)
+        else:
+            with open(os.path.join(path, "requires.txt"), encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    if line.startswith("["):
+                        break
+                    if _names_torch(line.strip()):
+                        found.append(line.strip())
+    except OSError:
+        pass
+    return found
+
+
+def distributions() -> List[List[Any]]:
     """Every interesting distribution on sys.path, duplicates included, in sys.path order.
 
     Names and versions come from the metadata folder names (``torch-2.5.1+cu121.dist-info``,
-    PEP 376/427), which is what importlib.metadata would read, without importing it or opening
-    every METADATA file: the probe has to stay fast in environments with hundreds of packages.
+    PEP 376/427), which is what importlib.metadata would read, without importing it. Each row's
+    fourth item is its requirements on torch (``torch_requirements``); a distribution outside the
+    torch family is interesting when it has one (vllm, xformers: built for one torch release).
     """
-    found: List[List[Optional[str]]] = []
+    found: List[List[Any]] = []
     seen = set()
     for entry in sys.path:
         location = os.path.abspath(entry or ".")
@@ -99,14 +144,17 @@ def distributions() -> List[List[Optional[str]]]:
                 continue
             name, _, rest = stem.partition("-")
             norm = normalize(name)
-            if norm not in INTERESTING and not norm.startswith("nvidia-"):
+            # CUDA wheels require nothing of torch: not worth opening their metadata.
+            path = os.path.join(location, folder)
+            requires = [] if norm.startswith("nvidia-") else torch_requirements(path)
+            if norm not in INTERESTING and not norm.startswith("nvidia-") and not requires:
                 continue
             if folder.endswith(".dist-info"):
                 version: Optional[str] = rest
             else:  # name-1.0-py3.8.egg-info, or name.egg-info from `setup.py develop`
                 version = rest.split("-py", 1)[0]
-                version = version or _egg_info_version(os.path.join(location, folder))
-            found.append([norm, version or None, location])
+                version = version or _egg_info_version(path)
+            found.append([norm, version or None, location, requires])
     return found
 
 

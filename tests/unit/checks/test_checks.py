@@ -38,6 +38,8 @@ HEALTHY_GPU = GpuFacts(
     ecc_enabled=True,
     ecc_pending=True,
     ecc_uncorrected_volatile=0,
+    mig_enabled=False,
+    mig_pending=False,
     remapped_rows_pending=False,
     remapped_rows_failure=False,
     pcie_gen=5,
@@ -62,6 +64,7 @@ CUDA_TORCH = TorchFacts(
         Distribution("torch", Version("2.5.1+cu124"), "/envs/pt/lib/python3.11/site-packages"),
         Distribution("nvidia-cudnn-cu12", Version("9.1.0.70"), "/envs/pt/lib/python3.11/site-packages"),
         Distribution("nvidia-nccl-cu12", Version("2.21.5"), "/envs/pt/lib/python3.11/site-packages"),
+        Distribution("torchvision", Version("0.20.1+cu124"), "/envs/pt/lib/python3.11/site-packages"),
     ),
 )
 HEALTHY = Facts(

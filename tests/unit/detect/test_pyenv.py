@@ -189,3 +189,37 @@ def test_parse_version_py_variants() -> None:
     assert parse_torch_version_py("x = foo()\n") == {}
     with pytest.raises(ValueError, match="not valid Python"):
         parse_torch_version_py("def (")
+
+
+def test_requires_dist_pins_on_torch_are_read_from_the_metadata(tmp_path: Path) -> None:
+    """vllm and xformers pin the torch they were built against in Requires-Dist; an extra's
+    requirement is not installed with the package, and a package naming no torch is not reported."""
+    site = make_venv(tmp_path / "env")
+    add_fake_torch(site, "2.5.1+cu124", cuda="12.4")
+    add_dist(site, "nvidia-ml-py", "12.560.30")
+    for name, version, requires in [
+        ("vllm", "0.6.3.post1", ["torch==2.4.0", "xformers==0.0.27.post2; platform_system == 'Linux'"]),
+        ("transformers", "4.46.0", ['torch>=2.0; extra == "torch"', "tokenizers<0.21,>=0.20"]),
+        ("xformers", "0.0.28.post3", ["torch==2.5.1"]),
+        ("requests", "2.32.3", ["idna<4,>=2.5"]),
+    ]:
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir()
+        headers = "".join(f"Requires-Dist: {r}\n" for r in requires)
+        # The body (the long description) follows the first blank line: never read as headers.
+        body = "\nRequires-Dist: torch==1.0.0\n"
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{headers}{body}"
+        )
+    egg = site / "legacy_pkg-1.0-py3.11.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: legacy-pkg\nVersion: 1.0\n")
+    (egg / "requires.txt").write_text("torch>=1.13\nnumpy\n\n[dev]\ntorch==9.9\n")
+    _python, torch = detect_python(System(env={}), Interpreter(str(tmp_path / "env/bin/python"), "--python"))
+    pins = {d.name: d.requires_torch for d in torch.distributions}
+    assert pins["vllm"] == ("torch==2.4.0",)
+    assert pins["xformers"] == ("torch==2.5.1",)
+    assert pins["legacy-pkg"] == ("torch>=1.13",)
+    assert pins["torch"] == () and pins["nvidia-ml-py"] == ()
+    assert pins["transformers"] == ()  # reported as before (a torch-family package), without a pin
+    assert "requests" not in pins

@@ -56,7 +56,12 @@ def test_every_tier_in_order() -> None:
     torch_b = dataclasses.replace(
         torch_b,
         distributions=tuple(
-            Distribution(d.name, Version("2.20.5"), d.location) if d.name == "nvidia-nccl-cu12" else d
+            Distribution(d.name, Version("2.20.5"), d.location)
+            if d.name == "nvidia-nccl-cu12"
+            # torch 2.4.1's own triton (torch.companions fails on 2.5's 3.1.0)
+            else Distribution(d.name, Version("3.0.0"), d.location)
+            if d.name == "triton"
+            else d
             for d in torch_b.distributions
         ),
         location="/home/me/.local/lib/python3.11/site-packages/torch",
@@ -182,3 +187,22 @@ def test_one_machine_before_and_after_is_named_by_file(tmp_path: Path) -> None:
     diff = diff_files(str(before), str(after))
     assert (diff.a_name, diff.b_name) == (str(before), str(after))
     assert [d.key for d in diff.differences] == ["host.kernel"]
+
+
+def test_nvidia_ml_py_is_not_called_a_cuda_library_torch_loads() -> None:
+    """nvidia-ml-py is NVML's Python bindings (NVIDIA's own PyPI project); torch loads none of it."""
+    assert aspect("wheel.nvidia-nccl-cu12").why == "a CUDA library wheel torch loads at run time"
+    assert aspect("wheel.nvidia-cuda-runtime").why == "a CUDA library wheel torch loads at run time"
+    ml = aspect("wheel.nvidia-ml-py")
+    assert ml.why == "an NVIDIA package (not a CUDA library torch loads)"
+    both = Facts(
+        torch=dataclasses.replace(
+            torch_facts(),
+            distributions=(
+                Distribution("nvidia-ml-py", Version("12.560.30")),
+                Distribution("nvidia-cudnn-frontend", Version("1.18.0")),
+            ),
+        )
+    )
+    # nvidia-cudnn-frontend is a Python package, not the cuDNN wheel: it keeps a row of its own.
+    assert {"wheel.nvidia-ml-py", "wheel.nvidia-cudnn-frontend"} <= set(fingerprint(both))
