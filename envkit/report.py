@@ -68,16 +68,22 @@ class CheckResult:
 # A report leads with its first flagged (warn or fail) result, ordered by
 #   1. not explained by another flagged result (EXPLAINED_BY: a cause beats its consequences),
 #   2. fail before warn,
-#   3. this order: a driver that does not answer before everything GPU-side; the installed build
-#      judged against this machine (torch's own warnings, its metadata) before inferences from
-#      tables about releases in general; those before symptoms (an import that fails, a smoke test)
-#      and before what only matters for some work (NCCL, /dev/shm, a compiler for extensions).
+#   3. this order: a container started without the GPUs, then a driver that does not answer,
+#      before everything GPU-side; the installed build judged against this machine (torch's own
+#      warnings, its metadata) before inferences from tables about releases in general; those
+#      before symptoms (an import that fails, a smoke test) and before what only matters for some
+#      work (NCCL, /dev/shm, a compiler for extensions).
 # An entry ending in ".*" covers an area ("verify.*"); ids not listed rank after every listed one.
 CAUSE_RANK: Final[tuple[str, ...]] = (
+    # a container started without the GPUs or without 'compute': the driver and CUDA are absent
+    # inside it because of how it was started (the NVIDIA Container Toolkit's --gpus, CDI, --nv)
+    "container.gpus",
+    "container.capabilities",
     "driver.loaded",  # no working driver: nothing GPU-side can work
     "gpu.health",  # a GPU NVML reports broken (ECC, fallen off the bus, not answering)
     "expect.*",  # drift from the fleet's expectations file (preflight)
     "torch.driver_compat",  # the driver cannot run the build's CUDA
+    "container.cuda_driver",  # the host's driver cannot run the image's CUDA
     "torch.cpu_build_on_gpu",  # a CPU-only build beside NVIDIA GPUs
     "torch.cuda_available",  # a CUDA build that cannot use CUDA (no driver, not initialized)
     "torch.gpu_arch",  # the build has no code for the GPU
@@ -92,20 +98,24 @@ CAUSE_RANK: Final[tuple[str, ...]] = (
     "python.shm",
     "toolkit.nvcc",  # a compiler: only needed to build CUDA extensions
 )
-_SYSTEM_CAUSES: Final = ("driver.loaded", "gpu.health", "gpu.mig")
+_CONTAINER_CAUSES: Final = ("container.gpus", "container.capabilities")
+_SYSTEM_CAUSES: Final = (*_CONTAINER_CAUSES, "driver.loaded", "gpu.health", "gpu.mig")
 _BUILD_CAUSES: Final = (
     "torch.driver_compat",
     "torch.cuda_available",
     "torch.duplicates",
     "torch.cuda_libs",
     "torch.companions",
+    "container.cuda_driver",
 )
 # consequence -> the flagged results that explain it (and so come first, whatever their status).
 EXPLAINED_BY: Final[dict[str, tuple[str, ...]]] = {
+    # inside a container started without GPUs, "no driver" is how it looks, not what to fix
+    "driver.loaded": _CONTAINER_CAUSES,
     # "does not import" (torch.installed's fix says: see torch.cuda_libs and torch.duplicates
     # first) and "cannot use the GPU" (is_available() is False) follow from these.
     "torch.installed": (*_SYSTEM_CAUSES, *_BUILD_CAUSES),
-    "torch.cuda_available": ("driver.loaded", "gpu.health", "gpu.mig", "torch.driver_compat"),
+    "torch.cuda_available": (*_SYSTEM_CAUSES, "torch.driver_compat", "container.cuda_driver"),
     "verify.*": (*_SYSTEM_CAUSES, "torch.*", "nccl.env", "python.shm"),
 }
 _SEVERITY: Final = {Status.FAIL: 0, Status.WARN: 1}

@@ -74,6 +74,18 @@ def test_driver_loaded_comes_before_everything_gpu_side() -> None:
     assert cause_of(*checks) == "driver.loaded"
 
 
+def test_a_container_started_without_gpus_explains_the_missing_driver() -> None:
+    checks = [
+        result("driver.loaded", FAIL),
+        result("torch.cuda_available", WARN),
+        result("container.gpus", FAIL),
+    ]
+    assert cause_of(*checks) == "container.gpus"
+    assert cause_of(result("torch.cuda_available", FAIL), result("container.cuda_driver", WARN)) == (
+        "container.cuda_driver"
+    )
+
+
 def test_the_build_against_this_driver_beats_an_inference_about_releases() -> None:
     """pytorch#30071's shape: driver 410 runs no current torch (driver.support, from the tables)
     and cannot run the installed CUDA 10.1 build (torch.driver_compat): the build is the cause."""
