@@ -10,7 +10,8 @@ These classes only carry the code; the command line (envkit/cli.py) turns them i
 
 from __future__ import annotations
 
-from typing import ClassVar, Final
+from dataclasses import dataclass
+from typing import ClassVar, Final, Optional
 
 from envkit.redact import redact
 
@@ -29,6 +30,8 @@ __all__ = [
     "KnowledgeError",
     "LockFailed",
     "NoBuildError",
+    "RejectedBuild",
+    "WayOut",
 ]
 
 EXIT_OK: Final = 0
@@ -113,10 +116,59 @@ class InputError(EnvkitError):
     exit_code: ClassVar[int] = EXIT_USAGE
 
 
+@dataclass(frozen=True)
+class RejectedBuild:
+    """A reason NoBuildError gives: a candidate build (``2.5.1+cu121``), or a span of releases that
+    fail alike (``count`` > 1: "torch 1.0.0 … 2.3.1 (12 releases)"), and the rule it fails."""
+
+    candidate: str
+    rule: str  # the resolver's rule: "torch", "cuda", "channel", "platform", "python", "gpu_driver", …
+    reason: str
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class WayOut:
+    """One way to a build: relax one rule (``rule``). ``candidate``: the build it leads to;
+    ``driver``: the driver it needs ("525.60.13", or a branch "R520"); ``value``: the flag value it
+    takes (``--cuda 12.1`` -> "12.1", a Python version)."""
+
+    rule: str  # "driver", "gpu_driver", "cuda", "torch", "python", "channel", "cpu", "arch", "jetson"
+    text: str
+    candidate: Optional[str] = None
+    driver: Optional[str] = None
+    value: Optional[str] = None
+
+
 class NoBuildError(EnvkitError):
-    """No torch build satisfies the request on the target machine."""
+    """No torch build satisfies the request on the target machine.
+
+    It carries its reasons (``rejected``) and its ways out (``ways_out``) as records; the message is
+    ``summary`` and those reasons (at most ``SHOWN`` single candidates, then the spans), the hint its
+    ways out, nearest first. A caller that builds its own fix reads the records, not the text.
+    """
 
     exit_code: ClassVar[int] = EXIT_NO_BUILD
+    SHOWN: ClassVar[int] = 8
+
+    def __init__(
+        self,
+        summary: str,
+        *,
+        rejected: tuple[RejectedBuild, ...] = (),
+        ways_out: tuple[WayOut, ...] = (),
+        hint: Optional[str] = None,
+    ) -> None:
+        self.summary = summary
+        self.rejected = rejected
+        self.ways_out = ways_out
+        single = [r for r in self.rejected if r.count == 1]
+        lines = [summary, *(f"  {r.candidate}: {r.reason}" for r in single[: self.SHOWN])]
+        if len(single) > self.SHOWN:
+            lines.append(f"  … and {len(single) - self.SHOWN} more")
+        lines += [f"  {r.candidate}: {r.reason}" for r in self.rejected if r.count > 1]
+        ways = "; or ".join(w.text for w in self.ways_out)
+        super().__init__("\n".join(lines), hint=ways if hint is None else hint)
 
 
 class CreateFailed(EnvkitError):

@@ -13,17 +13,18 @@ driver against the GPUs and the torch releases. Every fix is the resolver's plan
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+import dataclasses
+from typing import TYPE_CHECKING, Final, Optional
 
 from packaging.specifiers import SpecifierSet
 
 from envkit.checks._common import fix_lines, headline, join_lines, pip_command
 from envkit.errors import NoBuildError
-from envkit.knowledge import ArchRow, Knowledge, Release, load_knowledge
+from envkit.knowledge import Knowledge, Release, load_knowledge
 from envkit.report import CheckResult, Status
-from envkit.resolve import Channel, Plan, Request, resolve
-from envkit.resolve.target import GpuTarget, is_jetson, target_from_facts, visible_gpu_targets
-from envkit.versions import ComputeCapability, parse_compute_capability
+from envkit.resolve import Channel, CudaKind, CudaRequest, Plan, Request, resolve, rules
+from envkit.resolve.target import GpuTarget, Target, is_jetson, target_from_facts, visible_gpu_targets
+from envkit.versions import NvVersion
 
 if TYPE_CHECKING:
     from envkit.facts import Facts
@@ -37,23 +38,27 @@ __all__ = [
 ]
 
 
-def _plan(facts: Facts, knowledge: Knowledge, torch: Optional[SpecifierSet] = None) -> Plan:
+def _request(facts: Facts, torch: Optional[SpecifierSet] = None, *, cpu: bool = False) -> Request:
     conda_torch = any(p.name == "pytorch" for p in facts.torch.conda_packages)
     channel = Channel.CONDA if conda_torch else Channel.PIP
-    return resolve(knowledge, target_from_facts(facts, knowledge), Request(torch=torch, channel=channel))
+    cuda = CudaRequest(CudaKind.CPU) if cpu else CudaRequest(CudaKind.AUTO)
+    return Request(torch=torch, cuda=cuda, channel=channel)
 
 
-def _first_way_out(error: NoBuildError) -> str:
-    return error.hint.split("; or ")[0] if error.hint else error.message.splitlines()[0]
+def _plan(
+    facts: Facts,
+    knowledge: Knowledge,
+    torch: Optional[SpecifierSet] = None,
+    *,
+    target: Optional[Target] = None,
+) -> Plan:
+    """The resolver's plan for the machine the facts describe (a paste's, never the reader's)."""
+    target = target or target_from_facts(facts, knowledge)
+    return resolve(knowledge, target, _request(facts, torch))
 
 
-def plan_fix(facts: Facts, knowledge: Optional[Knowledge] = None) -> str:
-    """The command that installs the build the resolver picks for this machine, for this env."""
-    knowledge = knowledge or load_knowledge()
-    try:
-        plan = _plan(facts, knowledge)
-    except NoBuildError as exc:
-        return exc.hint or exc.message.splitlines()[0]
+def _command(plan: Plan, facts: Facts) -> str:
+    """The command that installs ``plan`` into the inspected environment."""
     if plan.conda is not None:
         command = plan.conda_command()
         if command is not None:
@@ -63,16 +68,104 @@ def plan_fix(facts: Facts, knowledge: Optional[Knowledge] = None) -> str:
     return plan.pip_command(pip_command(facts), packages)
 
 
+def _way_out_lines(error: NoBuildError, facts: Facts, k: Knowledge, target: Target) -> list[str]:
+    """The resolver's ways out as fixes for this machine: a driver upgrade with the command that
+    follows it, the CPU build's command, the rest as the resolver words them."""
+    lines: list[str] = []
+    for way in error.ways_out:
+        line = way.text
+        try:
+            if way.rule == "driver" and way.driver:
+                after = dataclasses.replace(target, driver=NvVersion(way.driver))
+                then = _command(_plan(facts, k, target=after), facts)
+                line = f"upgrade the driver to ≥ {way.driver}, then: {then}"
+            elif way.value == "cpu" and way.rule in ("cpu", "cuda"):
+                plan = resolve(k, target, _request(facts, cpu=True))
+                line = f"the CPU build: {_command(plan, facts)}"
+        except NoBuildError:
+            pass
+        lines.append(line if not lines else f"or {line}")
+    return lines
+
+
+def _first_way_out(error: NoBuildError, facts: Facts, k: Knowledge) -> str:
+    lines = _way_out_lines(error, facts, k, target_from_facts(facts, k))
+    return lines[0] if lines else error.summary
+
+
+def plan_fix(facts: Facts, knowledge: Optional[Knowledge] = None) -> str:
+    """The command that installs the build the resolver picks for the machine the facts describe,
+    into the inspected environment; when none fits, the ways out (a driver upgrade and the command
+    after it, the CPU build), one a line."""
+    knowledge = knowledge or load_knowledge()
+    target = target_from_facts(facts, knowledge)
+    # What the facts did not say about the platform, so that a reader sees whose machine it is for.
+    assumed = [f"({a})" for a in target.assumed if a.startswith("assumed")]
+    try:
+        plan = _plan(facts, knowledge, target=target)
+    except NoBuildError as exc:
+        return join_lines(*_way_out_lines(exc, facts, knowledge, target), *assumed) or exc.summary
+    return join_lines(_command(plan, facts), *assumed)
+
+
 def _gpus(facts: Facts, knowledge: Knowledge) -> list[tuple[str, GpuTarget]]:
-    return [
+    """The visible GPUs with their compute capability; without any, the ones torch's own
+    incompatible-device warning names (a paste cut short keeps only that)."""
+    found = [
         (f"GPU {gpu.index} ({gpu.name or 'unknown'}, {target.cc.sm})", target)
         for gpu, target in visible_gpu_targets(facts, knowledge)
     ]
+    if not found:
+        for warned in facts.torch.incompatible_gpus:
+            cc = warned.compute_capability
+            if cc is not None:
+                index = "" if warned.index is None else f"GPU {warned.index} "
+                found.append((f"{index}({warned.name}, {cc.sm})", GpuTarget(cc, warned.name)))
+    return found
+
+
+def _windows(facts: Facts, k: Knowledge) -> bool:
+    return target_from_facts(facts, k).platform.startswith("windows")
+
+
+def _torch_says_too_old(facts: Facts) -> CheckResult:
+    """torch said "The NVIDIA driver on your system is too old (found version 11000)" and the facts
+    name no driver: the CUDA version the driver speaks stands for it (11000 -> CUDA 11.0, whose
+    toolkit's driver the real one is at least)."""
+    k = load_knowledge()
+    torch, spoken = facts.torch, facts.torch.reported_driver_cuda
+    label = f"torch {torch.version}" if torch.version else "torch"
+    if torch.cuda is not None:
+        label += f" (CUDA {torch.cuda})"
+    speaks = f" (it speaks CUDA {spoken})" if spoken else ""
+    need = rules.driver_floor(k, torch.cuda, windows=_windows(facts, k)) if torch.cuda else None
+    needs = f"; the build needs ≥ {need.floor}" if need is not None and need.floor else ""
+    fixes = [f"upgrade the driver to ≥ {need.floor}"] if need is not None and need.floor else []
+    toolkit = k.toolkit(spoken) if spoken else None
+    if toolkit is not None:
+        # A plan for the driver it at least is: a build that runs on it as it is.
+        windows = _windows(facts, k)
+        floor = (toolkit.windows_driver if windows else None) or toolkit.linux_driver
+        target = dataclasses.replace(target_from_facts(facts, k), driver=floor)
+        try:
+            plan = _plan(facts, k, target=target)
+            fixes.append(f"or a build for CUDA {spoken}'s driver: {_command(plan, facts)}")
+        except NoBuildError:
+            pass
+    return CheckResult(
+        "torch.driver_compat",
+        Status.FAIL,
+        f"torch says the NVIDIA driver is too old for {label}{speaks}{needs}",
+        detail=join_lines(torch.cuda_init_message, "torch.cuda.is_available() is False"),
+        fix=join_lines(*fixes) or "upgrade the NVIDIA driver (nvidia.com/Download)",
+    )
 
 
 def check_torch_driver_compat(facts: Facts) -> CheckResult:
     cid = "torch.driver_compat"
     torch, driver = facts.torch, facts.driver.version
+    if driver is None and torch.driver_too_old:
+        return _torch_says_too_old(facts)
     if not torch.installed or torch.cuda is None:
         return CheckResult(cid, Status.SKIP, "no CUDA build of torch to check")
     if driver is None:
@@ -80,90 +173,156 @@ def check_torch_driver_compat(facts: Facts) -> CheckResult:
     if is_jetson(driver):
         return CheckResult(cid, Status.SKIP, f"driver {driver} is a Jetson (L4T) release; not checked")
     k = load_knowledge()
-    windows = bool(facts.python and facts.python.platform and facts.python.platform.startswith("windows"))
-    floor, own = k.driver_floors(torch.cuda, windows=windows)
+    v = rules.driver_floor(k, torch.cuda, driver, windows=_windows(facts, k))
     label = f"torch {torch.version} (CUDA {torch.cuda})"
-    if floor is not None and driver < floor:
+    if v.status is rules.FloorStatus.UNKNOWN:
+        lacks = (
+            f"no CUDA {torch.cuda.major}.x row"
+            if v.reason is rules.FloorReason.NO_FAMILY
+            else (
+                f"no CUDA {v.cuda} toolkit row, and CUDA {torch.cuda.major}.x has no minor-version "
+                "compatibility"
+            )
+        )
+        return CheckResult(
+            cid,
+            Status.SKIP,
+            f"envkit does not know which driver CUDA {v.cuda} needs ({label} on driver {driver})",
+            detail=f"the knowledge base has {lacks} (NVIDIA's CUDA release notes, Tables 2 and 3)",
+        )
+    if v.status is rules.FloorStatus.TOO_OLD:
+        if v.reason is rules.FloorReason.FAMILY_FLOOR:
+            why = (
+                f"{v.family} runs on drivers from {v.floor} on (NVIDIA's minor-version compatibility "
+                "floor, CUDA release notes Table 2)"
+            )
+        else:
+            why = (
+                f"CUDA {v.cuda} needs its own toolkit's driver, {v.floor} or newer (CUDA release notes "
+                f"Table 3; CUDA {v.cuda.major}.x has no minor-version compatibility)"
+            )
+            if v.minor_version_compatibility:  # CUDA 11.0 GA shipped below the 11.x floor
+                why = f"CUDA {v.cuda} runs on drivers from {v.floor} on (its toolkit's driver, Table 3)"
         return CheckResult(
             cid,
             Status.FAIL,
-            f"{label} needs driver ≥ {floor}; this is {driver}",
-            detail=f"CUDA {torch.cuda.major}.x runs on drivers from {floor} on (NVIDIA's minor-version "
-            "compatibility floor, CUDA release notes Table 2); torch.cuda.is_available() is False and "
-            "torch says 'The NVIDIA driver on your system is too old'",
-            fix=join_lines(plan_fix(facts, k), f"or upgrade the driver to ≥ {floor}"),
+            f"{label} needs driver ≥ {v.floor}; this is {driver}",
+            detail=f"{why}; torch.cuda.is_available() is False and torch says 'The NVIDIA driver on "
+            "your system is too old'",
+            fix=join_lines(plan_fix(facts, k), f"or upgrade the driver to ≥ {v.floor}"),
         )
-    if own is not None and driver < own:
+    if v.status is rules.FloorStatus.MINOR_VERSION:
         return CheckResult(
             cid,
             Status.WARN,
             f"{label} runs on driver {driver} only through minor-version compatibility",
-            detail=f"CUDA {torch.cuda} shipped with driver {own}. Below it, PTX JIT fails ('the provided "
-            "PTX was compiled with an unsupported toolchain'): torch.compile's Triton kernels and GPUs "
-            "without SASS in the wheel need a driver ≥ the toolkit's",
-            fix=join_lines(f"upgrade the driver to ≥ {own}", f"or: {plan_fix(facts, k)}"),
+            detail=f"CUDA {v.cuda} shipped with driver {v.toolkit_driver}. Below it, PTX JIT fails ('the "
+            "provided PTX was compiled with an unsupported toolchain'): torch.compile's Triton kernels "
+            "and GPUs without SASS in the wheel need a driver ≥ the toolkit's",
+            fix=join_lines(f"upgrade the driver to ≥ {v.toolkit_driver}", f"or: {plan_fix(facts, k)}"),
         )
     cuda = f" (CUDA {facts.driver.cuda_version})" if facts.driver.cuda_version else ""
     return CheckResult(cid, Status.PASS, f"{label} runs on driver {driver}{cuda}")
 
 
-def _arch_row(facts: Facts, k: Knowledge) -> tuple[Optional[ArchRow], str]:
-    """The build's architectures: from the deep probe when run, else from the knowledge base."""
-    deep = facts.torch.deep
-    if deep is not None and deep.ok and deep.arch_list:
-        sass: list[ComputeCapability] = []
-        ptx: list[ComputeCapability] = []
-        for name in deep.arch_list:
-            cc = parse_compute_capability(name)
-            if cc is not None:
-                (ptx if name.startswith("compute_") else sass).append(cc)
-        reported = ArchRow(SpecifierSet(), "", "", tuple(sass), tuple(ptx), "torch.cuda.get_arch_list()")
-        return reported, "reported by torch"
+def _build(facts: Facts, k: Knowledge) -> rules.BuildArches:
+    """The build's architectures: torch's own list (the deep probe) when read, else the knowledge
+    base's for an official wheel, else the bound of the CUDA it was built with."""
     torch = facts.torch
-    release = k.release(torch.version) if torch.version else None
-    platform = facts.python.platform if facts.python and facts.python.platform else "linux-x86_64"
-    variant = torch.variant
-    if release is None or variant is None:
-        return None, ""
-    return k.arch_for(release, variant, platform), "of the official wheel"
+    reported = torch.arch_list  # the deep probe's get_arch_list(), else torch's own warning's list
+    return rules.build_arches(
+        k,
+        torch=torch.version,
+        variant=torch.variant,
+        platform=target_from_facts(facts, k).platform,
+        cuda=torch.cuda,
+        reported=reported,
+    )
+
+
+_ORIGIN: Final = {
+    rules.ArchOrigin.REPORTED: "reported by torch",
+    rules.ArchOrigin.OFFICIAL: "of the official wheel",
+}
+
+
+def _arch_finding(label: str, v: rules.ArchVerdict) -> str:
+    cuda = f"CUDA {v.build.cuda}"
+    if v.status is rules.ArchStatus.BELOW_TOOLKIT:
+        lowest = min(v.build.toolkit_sass).sm
+        return f"{label}: {cuda} emits nothing below {lowest}; no build made with it runs here"
+    if v.status is rules.ArchStatus.ABOVE_TOOLKIT:
+        return (
+            f"{label}: {cuda} cannot emit {v.cc.sm} code (its newest is {max(v.build.toolkit_sass).sm}); "
+            "only PTX JIT could run it"
+        )
+    if v.via_ptx:
+        return f"{label}: only older PTX, and torch says this GPU is not compatible with the build"
+    return f"{label}: not covered"
 
 
 def check_gpu_arch(facts: Facts) -> CheckResult:
     cid = "torch.gpu_arch"
     torch = facts.torch
-    if not torch.installed or torch.cuda is None:
+    if not torch.installed or not torch.cuda_build:
         return CheckResult(cid, Status.SKIP, "no CUDA build of torch to check")
     k = load_knowledge()
     gpus = _gpus(facts, k)
     if not gpus:
         return CheckResult(cid, Status.SKIP, "no visible GPU with a known compute capability")
-    row, origin = _arch_row(facts, k)
-    if row is None:
-        return CheckResult(
-            cid,
-            Status.SKIP,
-            f"torch {torch.version} is not an official wheel envkit knows",
-            detail="run `envkit doctor --deep` to read the build's architecture list from torch itself",
-        )
-    built = " ".join(row.names())
-    missing = [label for label, gpu in gpus if not row.covers(gpu.cc)]
-    if missing:
+    build = _build(facts, k)
+    verdicts = [(label, rules.arch_coverage(build, gpu.cc)) for label, gpu in gpus]
+    # torch's own verdict on the device beats any inference: a GPU its warning names as without
+    # kernels (or too old / too new) is not covered, even where older PTX would JIT in principle
+    # (the CUDA libraries the build bundles have no code for it either).
+    warned = {g.compute_capability for g in torch.incompatible_gpus if g.compute_capability is not None}
+    failed = [(label, v) for label, v in verdicts if v.runs is False or (v.cc in warned and v.runs)]
+    unknown = "not an official wheel envkit knows"
+    name = f"torch {torch.version}" if torch.version else "this torch"
+    if failed:
+        first_label = failed[0][0]
+        if build.exact:
+            lead = f"{first_label} has no code in {name}"
+            built = f"compiled architectures ({_ORIGIN[build.origin]}): {' '.join(build.names())}"
+        else:
+            lead = f"{first_label} cannot run {name} (a CUDA {build.cuda} build)"
+            built = (
+                f"{name} is {unknown}: its CUDA {build.cuda} bounds what it can contain "
+                f"(nvcc {build.cuda} emits {' '.join(c.sm for c in build.toolkit_sass)})"
+            )
         return CheckResult(
             cid,
             Status.FAIL,
-            headline([f"{missing[0]} has no code in torch {torch.version}", *missing[1:]]),
+            headline([lead, *(label for label, _ in failed[1:])]),
             detail=join_lines(
-                *(f"{m}: not covered" for m in missing),
-                f"compiled architectures ({origin}): {built}",
+                *(_arch_finding(label, v) for label, v in failed),
+                built,
                 "CUDA fails with 'no kernel image is available for execution on the device'",
             ),
             fix=plan_fix(facts, k),
         )
+    if any(v.runs is None for _, v in verdicts):
+        bound = ""
+        if build.origin is rules.ArchOrigin.TOOLKIT:
+            bound = (
+                f"CUDA {build.cuda} can emit code for every GPU here; whether this build has it is not known"
+            )
+        return CheckResult(
+            cid,
+            Status.SKIP,
+            f"{name} is {unknown}",
+            detail=join_lines(
+                bound, "run `envkit doctor --deep` to read the build's architecture list from torch itself"
+            ),
+        )
     return CheckResult(
         cid,
         Status.PASS,
-        f"every GPU is in torch {torch.version}'s architectures",
-        detail=f"compiled architectures ({origin}): {built}",
+        f"every GPU is in {name}'s architectures",
+        detail=join_lines(
+            f"compiled architectures ({_ORIGIN[build.origin]}): {' '.join(build.names())}",
+            *(f"{label}: through PTX, JIT-compiled by the driver" for label, v in verdicts if v.via_ptx),
+        ),
     )
 
 
@@ -195,23 +354,23 @@ def check_driver_support(facts: Facts) -> CheckResult:
     if is_jetson(driver):
         return CheckResult(cid, Status.SKIP, f"driver {driver} is a Jetson (L4T) release; not checked")
     k = load_knowledge()
+    windows = _windows(facts, k)
     fails: list[str] = []
     fixes: list[str] = []
+    unknown: list[str] = []
     for label, gpu in _gpus(facts, k):
-        for rule in k.driver_rules:
-            if not rule.applies(gpu.cc):
-                continue
-            if rule.last_branch is not None and driver.major > rule.last_branch:
-                fails.append(
-                    f"driver {driver} does not support {label}: "
-                    f"R{rule.last_branch} is the last branch for {rule.what}"
-                )
-                fixes.append(f"install a driver from the R{rule.last_branch} branch")
-            if rule.first_branch is not None and driver.major < rule.first_branch:
-                fails.append(
-                    f"{label} needs driver R{rule.first_branch} or newer ({rule.what}); this is {driver}"
-                )
-                fixes.append(f"upgrade the driver to the R{rule.first_branch} branch or newer")
+        v = rules.gpu_driver_support(k, gpu.cc, driver, name=gpu.name, windows=windows)
+        if v.status is rules.BranchStatus.DROPPED:
+            fails.append(
+                f"driver {driver} (R{v.branch}) does not support {label}: "
+                f"R{v.last_branch} is the last branch for {v.what}"
+            )
+            fixes.append(f"install a driver from the R{v.last_branch} branch")
+        elif v.status is rules.BranchStatus.TOO_OLD:
+            fails.append(f"{label} needs driver R{v.first_branch} or newer ({v.what}); this is {driver}")
+            fixes.append(f"upgrade the driver to the R{v.first_branch} branch or newer")
+        elif v.status is rules.BranchStatus.UNKNOWN:
+            unknown.append(label)
     if fails:
         return CheckResult(
             cid,
@@ -233,7 +392,7 @@ def check_driver_support(facts: Facts) -> CheckResult:
             Status.FAIL,
             f"driver {driver} runs no torch release envkit knows (≥ {k.releases[-1].torch}) on these GPUs",
             detail=error.message,
-            fix=_first_way_out(error),
+            fix=_first_way_out(error, facts, k),
         )
     try:
         _plan(facts, k, SpecifierSet(f">={first}"))
@@ -243,11 +402,22 @@ def check_driver_support(facts: Facts) -> CheckResult:
             Status.WARN,
             f"driver {driver} is too old for every current torch release ({span}); "
             f"the newest it runs is {plan.candidate}",
-            fix=_first_way_out(error),
+            fix=_first_way_out(error, facts, k),
         )
     note = ""
     if plan.torch < k.releases[0].torch:
         note = f"the newest torch it runs is {plan.candidate}"
+    if unknown:
+        return CheckResult(
+            cid,
+            Status.SKIP,
+            f"envkit has no driver-branch data that says whether driver {driver} drives {unknown[0]}",
+            detail=join_lines(
+                *(f"{label}: no [[arch_min_driver]] / [[deprecation]] row decides it" for label in unknown),
+                f"it runs current torch ({span})",
+                note,
+            ),
+        )
     return CheckResult(
         cid, Status.PASS, f"driver {driver} supports every GPU and runs current torch ({span})", detail=note
     )

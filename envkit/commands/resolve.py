@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from envkit.detect import detect_for_plan, run_bounded
 from envkit.detect.pyenv import select_interpreter
@@ -32,6 +32,23 @@ def make_request(flags: PlanFlags) -> Request:
     )
 
 
+def _this_platform() -> Optional[str]:
+    """The platform of the machine envkit runs on (what the detected facts describe when the
+    interpreter probe could not say); None for one envkit has no wheels for."""
+    import platform
+
+    machine = platform.machine().lower()
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    system = platform.system()
+    if system == "Darwin":
+        return "macos-arm64" if arch == "aarch64" else "macos-x86_64"
+    if system == "Windows":
+        return "windows-x86_64" if arch == "x86_64" else None
+    if system == "Linux" and arch in ("x86_64", "aarch64"):
+        return f"linux-{arch}"
+    return None
+
+
 def make_target(system: System, flags: PlanFlags) -> Target:
     """Detect what the flags leave open (the GPU side, the interpreter's Python and platform).
 
@@ -51,7 +68,12 @@ def make_target(system: System, flags: PlanFlags) -> Target:
         values, _notes = run_bounded(tasks, system.deadline)
         facts, knowledge = values.get("facts"), values.get("knowledge")
     knowledge = knowledge or load_knowledge()  # a failed parallel load raises its error here
-    base = target_from_facts(facts, knowledge) if facts is not None else Target(platform="linux-x86_64")
+    here = _this_platform()
+    base = (
+        target_from_facts(facts, knowledge, local_platform=here)
+        if facts is not None
+        else Target(platform=here or "linux-x86_64")
+    )
     return target_from_flags(
         knowledge,
         base=base,

@@ -23,8 +23,9 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Optional, Union
 
-from envkit.errors import NoBuildError
+from envkit.errors import NoBuildError, RejectedBuild, WayOut
 from envkit.knowledge import Knowledge, Release, variant_cuda
+from envkit.resolve import rules
 from envkit.resolve.plan import (
     PLAN_SCHEMA,
     PYTORCH_INDEX,
@@ -39,8 +40,8 @@ from envkit.resolve.plan import (
     parse_cuda_request,
     parse_torch_spec,
 )
-from envkit.resolve.target import is_jetson
-from envkit.versions import NvVersion, Version
+from envkit.resolve.target import is_jetson, jetson_gpus
+from envkit.versions import ComputeCapability, NvVersion, Version
 
 if TYPE_CHECKING:
     from envkit.resolve.target import Target
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 # Order in which a candidate's failures are reported: the request first, then the machine.
-RULES: Final = ("torch", "cuda", "channel", "platform", "python", "gpu_driver", "driver", "arch")
+RULES: Final = ("torch", "cuda", "channel", "platform", "jetson", "python", "gpu_driver", "driver", "arch")
 
 
 class _NoRoute(enum.Enum):
@@ -111,7 +112,9 @@ class _Evaluator:
         self.request = request
         self.windows = target.platform.startswith("windows")
         # The GPUs against the driver: the same for every CUDA candidate.
+        self.branch_needed: Optional[str] = None
         self.gpu_driver_failures = self._gpu_driver_failures()
+        self.jetson = jetson_gpus(k, target)
 
     def candidates(self) -> list[_Candidate]:
         found = []
@@ -182,6 +185,7 @@ class _Evaluator:
         cuda = variant_cuda(variant)
         if cuda is not None:
             failures += self.gpu_driver_failures
+            failures += self._jetson_failures(cuda)
             driver_fail, risk, needed = self._driver(cuda)
             failures += driver_fail
             failures += self._arch(release, variant)
@@ -194,40 +198,57 @@ class _Evaluator:
             return []
         failures = []
         for gpu in self.target.gpus:
-            for rule in self.k.driver_rules:
-                if not rule.applies(gpu.cc):
-                    continue
-                if rule.last_branch is not None and driver.major > rule.last_branch:
-                    failures.append(
+            v = rules.gpu_driver_support(self.k, gpu.cc, driver, name=gpu.name, windows=self.windows)
+            if v.status is rules.BranchStatus.DROPPED:
+                self.branch_needed = f"R{v.last_branch}"
+                failures.append(
+                    (
+                        "gpu_driver",
                         (
-                            "gpu_driver",
-                            (
-                                f"driver {driver} no longer supports {gpu.label}: "
-                                f"R{rule.last_branch} is the last branch for {rule.what}"
-                            ),
-                        )
+                            f"driver {driver} (R{v.branch}) no longer supports {gpu.label}: "
+                            f"R{v.last_branch} is the last branch for {v.what}"
+                        ),
                     )
-                if rule.first_branch is not None and driver.major < rule.first_branch:
-                    failures.append(
-                        (
-                            "gpu_driver",
-                            (
-                                f"{gpu.label} needs driver R{rule.first_branch} or newer "
-                                f"({rule.what}); this is {driver}"
-                            ),
-                        )
+                )
+            elif v.status is rules.BranchStatus.TOO_OLD:
+                self.branch_needed = f"R{v.first_branch}"
+                failures.append(
+                    (
+                        "gpu_driver",
+                        f"{gpu.label} needs driver R{v.first_branch} or newer ({v.what}); this is {driver}",
                     )
+                )
         return failures
+
+    def _jetson_failures(self, cuda: Version) -> list[tuple[str, str]]:
+        """download.pytorch.org's linux-aarch64 CUDA wheels are SBSA (server Arm) builds. A Jetson
+        runs them only from CUDA 13 on, whose Arm toolkit is one for SBSA and Jetson Thor (sm_110);
+        Orin, Xavier and older Jetsons take NVIDIA's JetPack wheels
+        (docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/)."""
+        if not self.jetson:
+            return []
+        thor = all(g.cc >= ComputeCapability(11, 0) for g in self.jetson)
+        if thor and cuda.major >= 13:
+            return []
+        names = ", ".join(g.label for g in self.jetson)
+        reason = (
+            f"{names} is a Jetson: download.pytorch.org's aarch64 CUDA wheels are SBSA builds; "
+            "its torch comes from NVIDIA's JetPack wheels"
+        )
+        return [("jetson", reason)]
 
     def _driver(self, cuda: Version) -> tuple[list[tuple[str, str]], Optional[str], Optional[NvVersion]]:
         """(failures, the PTX-JIT risk warning, the floor that was not met) for one CUDA version."""
         driver = self.target.checked_driver
         if driver is None:
             return [], None, None
-        floor, own = self.k.driver_floors(cuda, windows=self.windows)
-        if floor is not None and driver < floor:
-            return [("driver", f"driver {driver} < {floor} needed by CUDA {cuda.major}.x")], None, floor
-        if own is not None and driver < own:
+        v = rules.driver_floor(self.k, cuda, driver, windows=self.windows)
+        if v.status is rules.FloorStatus.UNKNOWN:
+            return [("driver", f"envkit does not know the driver CUDA {cuda} needs")], None, None
+        if v.status is rules.FloorStatus.TOO_OLD:
+            return [("driver", f"driver {driver} < {v.floor} needed by {v.family}")], None, v.floor
+        if v.status is rules.FloorStatus.MINOR_VERSION:
+            own = v.toolkit_driver
             risk = (
                 f"driver {driver} is older than {own}, the driver CUDA {cuda} shipped with: "
                 "it runs through minor-version compatibility, but PTX JIT (torch.compile / "
@@ -240,19 +261,21 @@ class _Evaluator:
     def _arch(self, release: Release, variant: str) -> list[tuple[str, str]]:
         if not self.target.gpus:
             return []
-        row = self.k.arch_for(release, variant, self.target.platform, or_linux=True)
-        if row is None:
+        build = rules.build_arches(
+            self.k, torch=release.torch, variant=variant, platform=self.target.platform, or_linux=True
+        )
+        if not build.exact:
             return [("arch", f"envkit has no architecture list for torch {release.torch} {variant}")]
         return [
             (
                 "arch",
                 (
                     f"{gpu.label} is not in the {variant} build of torch {release.torch} "
-                    f"(built for {' '.join(row.names())})"
+                    f"(built for {' '.join(build.names())})"
                 ),
             )
             for gpu in self.target.gpus
-            if not row.covers(gpu.cc)
+            if rules.arch_coverage(build, gpu.cc).runs is not True
         ]
 
 
@@ -285,10 +308,9 @@ def resolve(k: Knowledge, target: Target, request: Request) -> Plan:
                 if c.release.torch >= version and not c.fits
             ]
             return _plan(k, target, request, chosen, rejected)
-    raise NoBuildError(
-        _no_build_message(target, request, admitted, candidates),
-        hint=_ways_out(candidates, target, request),
-    )
+    summary, reasons = _no_build_reasons(target, request, admitted, candidates)
+    ways = _ways_out(candidates, target, request, evaluator.branch_needed)
+    raise NoBuildError(summary, rejected=reasons, ways_out=ways)
 
 
 def _plan(
@@ -308,9 +330,10 @@ def _plan(
         )
     if is_jetson(target.driver):
         warnings.append(
-            f"driver {target.driver} looks like a Jetson (L4T) release: its torch wheels come "
-            "from NVIDIA's Jetson index, not checked here"
+            f"driver {target.driver} looks like a Jetson (L4T) release: the driver and its branch "
+            "were not checked"
         )
+    warnings += target.assumed
     python = target.python
     # PyPI's macOS wheels are the only macOS builds (no local tag, no index folder).
     index_url = None if target.platform.startswith("macos") else f"{PYTORCH_INDEX}/{chosen.variant}"
@@ -352,55 +375,50 @@ def _conda_spec(k: Knowledge, chosen: _Candidate, python: Optional[Version]) -> 
         ]
         deps.append(f"pytorch-cuda={cuda}" if cuda else k.conda.cpu_package)
         return CondaSpec((*k.conda.pytorch_channels, "defaults"), tuple(deps), Route.PYTORCH_CHANNEL)
-    # conda-forge: the build string forces the CUDA (or CPU) build, the CUDA major is pinned and the
-    # __cuda virtual package guards the minor (conda-forge.org/docs/user/cuda); envkit spec writes
-    # the same lines.
-    deps.append(f"pytorch={release.torch}={'cuda*' if cuda else 'cpu*'}")
-    if cuda is not None:
-        deps.append(f"{k.conda.forge_cuda_selector}={cuda.major}")
+    deps += rules.conda_forge_dependencies(k, release.torch, cuda)
     deps += ["torchvision", "torchaudio"]
     return CondaSpec((k.conda.forge_channel,), tuple(deps), Route.CONDA_FORGE)
 
 
-def _no_build_message(
+def _no_build_reasons(
     target: Target, request: Request, admitted: list[_Candidate], everything: list[_Candidate]
-) -> str:
-    """One line for the request, then the reasons: what the machine rules out first, then the
-    releases that lack the requested build, folded into one line."""
+) -> tuple[str, tuple[RejectedBuild, ...]]:
+    """One line for the request, then the reasons: what the machine rules out first (one record per
+    distinct reason), then the releases that lack the requested build, folded into one record each."""
     pool = admitted or everything
-    lines = [
+    summary = (
         f"no torch build fits {target.describe()} for --cuda {request.cuda}"
         + (f" --torch {request.torch}" if request.torch else "")
         + f" ({request.channel})"
-    ]
+    )
     missing = [c for c in pool if c.failures[0][0] in ("platform", "channel")]
-    shown: list[str] = []
+    reasons: list[RejectedBuild] = []
     seen: set[str] = set()
     for cand in pool:
         if cand in missing:
             continue
         rule, reason = cand.failures[0]
-        key = reason if rule in ("driver", "gpu_driver", "python") else cand.name
+        key = reason if rule in ("driver", "gpu_driver", "python", "jetson") else cand.name
         if key not in seen:
             seen.add(key)
-            shown.append(f"  {cand.name}: {reason}")
-    lines += shown[:8]
-    if len(shown) > 8:
-        lines.append(f"  … and {len(shown) - 8} more (--json lists them all)")
-    for rule, what in (
-        ("platform", f"no {request.cuda} build for {target.platform}"),
-        ("channel", "not on conda"),
-    ):
+            reasons.append(RejectedBuild(cand.name, rule, reason))
+    for rule in ("platform", "channel"):
         versions = sorted({c.release.torch for c in missing if c.failures[0][0] == rule})
         if versions:
+            what = f"no {request.cuda} build for {target.platform}" if rule == "platform" else "not on conda"
             span = str(versions[0]) if len(versions) == 1 else f"{versions[0]} … {versions[-1]}"
-            lines.append(f"  torch {span} ({len(versions)} releases): {what}")
-    return "\n".join(lines)
+            reasons.append(
+                RejectedBuild(f"torch {span} ({len(versions)} releases)", rule, what, count=len(versions))
+            )
+    return summary, tuple(reasons)
 
 
-def _ways_out(candidates: list[_Candidate], target: Target, request: Request) -> str:
-    """The nearest ways out: for each single rule, the newest candidate that fails only on it."""
-    ways = []
+def _ways_out(
+    candidates: list[_Candidate], target: Target, request: Request, branch_needed: Optional[str]
+) -> tuple[WayOut, ...]:
+    """The nearest ways out: for each single rule, the newest candidate that fails only on it
+    (``branch_needed``: the driver branch the GPUs need, "R520", when one does not drive them)."""
+    ways: list[WayOut] = []
     only: dict[str, _Candidate] = {}
     # Newest first, listed before unlisted, and for "--cuda" a CUDA build before the CPU one.
     order = sorted(
@@ -409,9 +427,9 @@ def _ways_out(candidates: list[_Candidate], target: Target, request: Request) ->
         reverse=True,
     )
     for cand in order:
-        rules = {r for r, _ in cand.failures}
-        if len(rules) == 1:
-            only.setdefault(rules.pop(), cand)
+        failed = {r for r, _ in cand.failures}
+        if len(failed) == 1:
+            only.setdefault(failed.pop(), cand)
     driver_only = [c for c in candidates if {r for r, _ in c.failures} == {"driver"} and c.needed_driver]
     if driver_only:
         # The smallest upgrade that gives a build; among equal floors, the newest listed torch.
@@ -419,22 +437,38 @@ def _ways_out(candidates: list[_Candidate], target: Target, request: Request) ->
         cand = max(
             (c for c in driver_only if c.needed_driver == best), key=lambda c: (c.listed, c.release.torch)
         )
-        ways.append(f"upgrade the driver to ≥ {best} (for torch {cand.name})")
+        text = f"upgrade the driver to ≥ {best} (for torch {cand.name})"
+        ways.append(WayOut("driver", text, candidate=cand.name, driver=str(best)))
+    if "jetson" in only:
+        text = (
+            "NVIDIA's PyTorch wheels for Jetson (JetPack): "
+            "docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/"
+        )
+        ways.append(WayOut("jetson", text))
     if "gpu_driver" in only:
-        ways.append(only["gpu_driver"].failures[0][1])
+        cand = only["gpu_driver"]
+        ways.append(WayOut("gpu_driver", cand.failures[0][1], candidate=cand.name, driver=branch_needed))
     if "cuda" in only:
         cand = only["cuda"]
-        cuda = variant_cuda(cand.variant)
-        ways.append(f"--cuda {cuda or cand.variant} (torch {cand.name} fits)")
+        value = str(variant_cuda(cand.variant) or cand.variant)
+        ways.append(
+            WayOut("cuda", f"--cuda {value} (torch {cand.name} fits)", candidate=cand.name, value=value)
+        )
     if "torch" in only:
-        ways.append(f"widen --torch: torch {only['torch'].name} fits")
+        cand = only["torch"]
+        ways.append(WayOut("torch", f"widen --torch: torch {cand.name} fits", candidate=cand.name))
     if "python" in only:
         cand = only["python"]
-        ways.append(f"use Python {cand.release.python_on(target.platform)[-1]} (torch {cand.name} fits)")
+        value = str(cand.release.python_on(target.platform)[-1])
+        text = f"use Python {value} (torch {cand.name} fits)"
+        ways.append(WayOut("python", text, candidate=cand.name, value=value))
     if "channel" in only:
-        ways.append(f"--channel pip (torch {only['channel'].name} fits)")
+        cand = only["channel"]
+        ways.append(
+            WayOut("channel", f"--channel pip (torch {cand.name} fits)", candidate=cand.name, value="pip")
+        )
     if "arch" in only and not ways:
-        ways.append("no wheel of the requested releases has code for these GPUs")
+        ways.append(WayOut("arch", "no wheel of the requested releases has code for these GPUs"))
     if request.cuda.kind is not CudaKind.CPU and target.has_nvidia and "cuda" not in only:
-        ways.append("--cuda cpu for a CPU-only build")
-    return "; or ".join(ways) if ways else ""
+        ways.append(WayOut("cpu", "--cuda cpu for a CPU-only build", value="cpu"))
+    return tuple(ways)

@@ -3,6 +3,7 @@ GPUs can plan for its compute nodes (``--driver 535.104.05 --gpu sm_90``)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Optional
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GpuTarget",
     "Target",
+    "jetson_gpus",
     "parse_gpu",
     "target_from_facts",
     "target_from_flags",
@@ -50,6 +52,9 @@ class Target:
     gpus: tuple[GpuTarget, ...] = ()
     python: Optional[Version] = None  # major.minor
     described_by: str = "flags"  # "this machine" or "flags"
+    # What the facts did not say and the target takes for granted ("linux-x86_64: the report names
+    # no platform"); a plan for it carries these as warnings.
+    assumed: tuple[str, ...] = ()
 
     @property
     def has_nvidia(self) -> bool:
@@ -142,26 +147,75 @@ def visible_gpu_targets(facts: Facts, knowledge: Knowledge) -> list[tuple[GpuFac
     return found
 
 
-def target_from_facts(facts: Facts, knowledge: Knowledge) -> Target:
-    """The detected machine: its driver, its visible GPUs, its interpreter's Python and platform."""
-    import platform as _platform
+# GPUs whose name says the host is an Arm server or board (Grace, DGX Spark, Jetson): a report that
+# names no platform but one of these GPUs comes from linux-aarch64.
+_ARM_HOST_GPU: Final = re.compile(
+    r"\b(GH200|GB200|GB300|GB10|Jetson|Orin|Xavier|Thor|Tegra)\b", re.IGNORECASE
+)
 
+
+def _platform_of(facts: Facts, gpus: Sequence[GpuTarget]) -> tuple[str, Optional[str]]:
+    """(the platform the facts describe, what was assumed to get it: None when they say it)."""
+    host = facts.host
+    os_name, arch = (host.os or "").lower(), (host.arch or "").lower()
+    arch = {"amd64": "x86_64", "arm64": "aarch64", "x64": "x86_64"}.get(arch, arch)
+    if "windows" in os_name:
+        return "windows-x86_64", None
+    if "mac" in os_name or "darwin" in os_name:
+        return ("macos-arm64" if arch == "aarch64" else "macos-x86_64"), None
+    if arch in ("x86_64", "aarch64"):
+        return f"linux-{arch}", None if os_name else "Linux (the facts name the CPU, not the OS)"
+    location = facts.torch.location or (facts.python.executable if facts.python else "") or ""
+    if re.match(r"^[A-Za-z]:\\", location):
+        return "windows-x86_64", None
+    arm = [g.label for g in gpus if _ARM_HOST_GPU.search(g.name or "")]
+    if arm or is_jetson(facts.driver.version):
+        why = arm[0] if arm else f"driver {facts.driver.version} is a Jetson (L4T) release"
+        return "linux-aarch64", f"linux-aarch64: the facts name no platform, and {why} has an Arm host"
+    if os_name:
+        return "linux-x86_64", f"linux-x86_64: '{host.os}' names no CPU architecture"
+    return "linux-x86_64", "linux-x86_64: the facts name no platform"
+
+
+def target_from_facts(facts: Facts, knowledge: Knowledge, *, local_platform: Optional[str] = None) -> Target:
+    """The machine the facts describe: its driver, its visible GPUs, its interpreter's Python and
+    platform. Where the facts name no platform, ``local_platform`` (the caller's own machine, for
+    facts it detected itself) or what the facts imply (the host's OS and CPU, a Windows path, an Arm
+    host's GPU), else linux-x86_64; ``Target.assumed`` says what was taken for granted. Facts from
+    another machine (a saved report, a paste) never get the platform of the one reading them."""
     gpus = [target for _gpu, target in visible_gpu_targets(facts, knowledge)]
     py = facts.python
+    assumed: list[str] = []
     plat = py.platform if py and py.platform in PLATFORMS else None
+    if plat is None and local_platform in PLATFORMS:
+        plat = local_platform
     if plat is None:
-        machine = _platform.machine().lower()
-        system = _platform.system()
-        arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
-        mac = "macos-x86_64" if arch == "x86_64" else "macos-arm64"
-        plat = {"Linux": f"linux-{arch}", "Windows": "windows-x86_64", "Darwin": mac}.get(
-            system, "linux-x86_64"
-        )
+        plat, why = _platform_of(facts, gpus)
+        if why is not None:
+            assumed.append(f"assumed {why}")
     version = py.version if py else None
+    if version is None:
+        assumed.append("the facts name no Python version: the plan is not checked against one")
     return Target(
         platform=plat,
         driver=facts.driver.version,
         gpus=tuple(gpus),
         python=Version(f"{version.major}.{version.minor}") if version else None,
         described_by="this machine",
+        assumed=tuple(assumed),
+    )
+
+
+def jetson_gpus(knowledge: Knowledge, target: Target) -> tuple[GpuTarget, ...]:
+    """The target's Jetson (Tegra) GPUs on linux-aarch64: every GPU under an L4T driver; else those
+    with a Jetson's name, or a compute capability only Jetsons have (the knowledge base's Jetson rows:
+    sm_53, sm_62, sm_72, sm_87, sm_110)."""
+    if target.platform != "linux-aarch64":
+        return ()
+    if is_jetson(target.driver):
+        return target.gpus
+    jetson = {g.cc for g in knowledge.gpus if g.model.startswith("Jetson")}
+    others = {g.cc for g in knowledge.gpus if not g.model.startswith("Jetson")}
+    return tuple(
+        g for g in target.gpus if g.cc in jetson - others or re.search(r"\bJetson\b", g.name or "", re.I)
     )

@@ -20,6 +20,7 @@ from envkit.knowledge.mirrors import Layout, MirrorKind
 from envkit.mirrors.choose import Mirror, load_mirrors, redact
 from envkit.mirrors.http import split_credentials
 from envkit.report import CheckResult, Status
+from envkit.resolve import rules
 from envkit.specs.intent import admits, intent_of, variant_of_url, version_of
 from envkit.specs.read import read_spec
 from envkit.versions import Version
@@ -67,7 +68,7 @@ def _toolkit_fix(it: SpecIntent, pin: Pin, wanted: Optional[Version], published:
     if published:
         options = published[0].conda_pytorch_cuda
         driver = it.target.checked_driver
-        runs = [v for v in options if driver is None or driver >= (it.k.driver_floors(v)[0] or driver)]
+        runs = [v for v in options if driver is None or rules.driver_floor(it.k, v, driver).runs]
         fitting = [v for v in runs if wanted is None or v <= wanted] or runs or list(options)
         pick = wanted if wanted in runs else max(fitting)
         return (
@@ -229,15 +230,19 @@ def _driver(it: SpecIntent) -> CheckResult:
     driver = t.checked_driver
     if driver is None:
         return _result("spec.driver", [], "", skip="no target driver to check against (pass --driver)")
-    floor, own = it.k.driver_floors(it.cuda, windows=it.windows)
-    own = None if it.major_only else own
+    verdict = rules.driver_floor(it.k, it.cuda, driver, windows=it.windows)
+    floor, own = verdict.floor, None if it.major_only else verdict.toolkit_driver
     what = f"CUDA {it.cuda.major}.x" if it.major_only else f"CUDA {it.cuda}"
-    if floor is not None and driver < floor:
+    if verdict.status is rules.FloorStatus.UNKNOWN:
+        return _result("spec.driver", [], "", skip=f"envkit does not know which driver {what} needs")
+    if verdict.status is rules.FloorStatus.TOO_OLD:
         plan = it.plan(torch=spec)
         fix = (
             f"use {plan.variant}: {it.command(plan)}; " if plan else ""
         ) + f"or upgrade the driver to ≥ {own or floor}"
         why = "NVIDIA's minor-version-compatibility floor for the CUDA major (CUDA release notes, Table 2)."
+        if verdict.reason is rules.FloorReason.TOOLKIT_DRIVER:
+            why = f"The driver CUDA {verdict.cuda} shipped with (CUDA release notes, Table 3)."
         found.append((Status.FAIL, f"driver {driver} cannot run {what}: it needs {floor} or newer", why, fix))
     elif own is not None and driver < own:
         why = (
@@ -257,15 +262,17 @@ def _arch(it: SpecIntent) -> CheckResult:
         why = "a CPU build" if variant == "cpu" else "the file does not say which CUDA build it installs"
         return _result("spec.arch", [], "", skip=why)
     release = next((r for r in it.releases if any(variant in vs for vs in r.variants.values())), None)
-    row = release and it.k.arch_for(release, variant, t.platform, or_linux=True)
-    if release is None or not row:
+    build = release and rules.build_arches(
+        it.k, torch=release.torch, variant=variant, platform=t.platform, or_linux=True
+    )
+    if release is None or not build or not build.exact:
         return _result("spec.arch", [], "", skip=f"envkit has no architecture list for this {variant} build")
-    missing = [g.label for g in t.gpus if not row.covers(g.cc)]
+    missing = [g.label for g in t.gpus if rules.arch_coverage(build, g.cc).runs is not True]
     found = []
     if missing:
         plan = it.plan()
         fix = f"torch {plan.torch}+{plan.variant} has it: {it.command(plan)}" if plan else ""
-        why = f"It is built for {' '.join(row.names())} (arch.toml: {row.source})."
+        why = f"It is built for {' '.join(build.names())} (arch.toml: {build.source})."
         found.append(
             (Status.FAIL, f"torch {release.torch} {variant} has no code for {', '.join(missing)}", why, fix)
         )

@@ -21,6 +21,7 @@ import re
 from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.errors import InputError
+from envkit.resolve import rules
 from envkit.resolve.plan import Route
 from envkit.specs.pip import comment, header
 
@@ -143,10 +144,7 @@ def _torch_dependencies(plan: Plan, template: Template, k: Knowledge, qualifier:
         ]
         deps.append(f"pytorch-cuda={plan.cuda}" if plan.cuda else f"{q}{k.conda.cpu_package}")
         return deps
-    deps = [f"pytorch={plan.torch}={'cuda*' if plan.cuda else 'cpu*'}"]
-    if plan.cuda is not None:
-        deps.append(f"{k.conda.forge_cuda_selector}={plan.cuda.major}")
-    return deps + list(template.companions)
+    return [*rules.conda_forge_dependencies(k, plan.torch, plan.cuda), *template.companions]
 
 
 def render_environment(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Final, Optional
 from envkit.checks._common import headline, join_lines, pip_command
 from envkit.knowledge import load_knowledge
 from envkit.report import CheckResult, Status
+from envkit.resolve import rules
 
 if TYPE_CHECKING:
     from envkit._probe_runner import ProbeOutcome
@@ -46,7 +47,7 @@ def _compile_fix(kind: str, facts: Facts) -> str:
         )
     if kind == "ptx_toolchain":
         cuda = facts.torch.cuda
-        own = load_knowledge().driver_floors(cuda)[1] if cuda else None
+        own = rules.driver_floor(load_knowledge(), cuda).toolkit_driver if cuda else None
         return (
             f"upgrade the driver to ≥ {own} (the driver of torch's CUDA {cuda})"
             if own

@@ -166,7 +166,11 @@ def test_old_driver_for_current_torch_warns() -> None:
     assert result.status is Status.WARN
     assert "too old for every current torch release" in result.summary
     assert "the newest it runs is 2.7.1+cu118" in result.summary
-    assert result.fix == "upgrade the driver to ≥ 525.60.13 (for torch 2.14.1+cu126)"
+    # The way out is a command for this machine: the driver, then the build it then runs.
+    assert result.fix == (
+        "upgrade the driver to ≥ 525.60.13, then: /envs/pt/bin/python -m pip install "
+        "torch==2.14.1+cu126 torchvision==0.29.1 --index-url https://download.pytorch.org/whl/cu126"
+    )
 
 
 def test_driver_that_runs_current_torch_passes_with_a_note() -> None:
