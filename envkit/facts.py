@@ -387,6 +387,47 @@ class TorchFacts:
         return self.library_version("nccl")
 
 
+class ContainerKind(StrEnum):
+    """Which container runtime envkit runs under (envkit.detect.container says from what)."""
+
+    DOCKER = "docker"  # /.dockerenv
+    PODMAN = "podman"  # /run/.containerenv
+    APPTAINER = "apptainer"  # APPTAINER_CONTAINER / SINGULARITY_CONTAINER, /.singularity.d
+    KUBERNETES = "kubernetes"  # KUBERNETES_SERVICE_HOST (a pod, whatever its runtime)
+    OTHER = "other"  # only a cgroup hint (containerd, lxc, …)
+
+
+@dataclass(frozen=True)
+class ContainerFacts:
+    """The container around envkit, if any: the image's CUDA and what of the host's driver and GPUs
+    the runtime mounted into it. ``kind`` None: not in a container (or none was recognised)."""
+
+    kind: Optional[ContainerKind] = None
+    # What said so: "/.dockerenv", "KUBERNETES_SERVICE_HOST", "/proc/1/cgroup: kubepods", …
+    evidence: tuple[str, ...] = ()
+    # The image's CUDA: CUDA_VERSION, else /usr/local/cuda/version.json, else NVIDIA_REQUIRE_CUDA.
+    image_cuda: Optional[Version] = None
+    image_cuda_source: Optional[str] = None
+    require_cuda: Optional[str] = None  # NVIDIA_REQUIRE_CUDA as the image set it
+    # The host driver's libcuda.so.<version> the runtime mounted into the library folders.
+    mounted_driver: Optional[NvVersion] = None
+    mounted_driver_path: Optional[str] = None
+    device_nodes: tuple[str, ...] = ()  # /dev/nvidia0, /dev/nvidiactl, /dev/nvidia-uvm, …
+    visible_devices: Optional[str] = None  # NVIDIA_VISIBLE_DEVICES
+    driver_capabilities: Optional[str] = None  # NVIDIA_DRIVER_CAPABILITIES
+    # The forward-compatibility package (cuda-compat-<major>-<minor>): its folder, the driver
+    # version of its libcuda.so.<version>, and whether the loader looks there (LD_LIBRARY_PATH or
+    # /etc/ld.so.conf.d); None when there is no such package.
+    compat_dir: Optional[str] = None
+    compat_driver: Optional[NvVersion] = None
+    compat_on_loader_path: Optional[bool] = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def detected(self) -> bool:
+        return self.kind is not None
+
+
 @dataclass(frozen=True)
 class Facts:
     """Everything envkit detected about one machine and one Python environment."""
@@ -397,6 +438,8 @@ class Facts:
     toolkits: tuple[ToolkitFacts, ...] = ()
     python: Optional[PythonFacts] = None
     torch: TorchFacts = field(default_factory=TorchFacts)
+    # The container envkit runs in (envkit.detect.container); kind None outside one.
+    container: ContainerFacts = field(default_factory=ContainerFacts)
     # Detectors that could not finish ("nvml: timed out after 30 s") and other remarks.
     notes: tuple[str, ...] = ()
     # Fields the source did not report, as dotted paths ("gpus", "driver.version",

@@ -15,6 +15,11 @@ from envkit.checks.compat import (
     check_gpu_arch,
     check_torch_driver_compat,
 )
+from envkit.checks.container import (
+    check_container_capabilities,
+    check_container_cuda_driver,
+    check_container_gpus,
+)
 from envkit.checks.cuda_available import check_torch_cuda_available
 from envkit.checks.driver import check_driver_loaded
 from envkit.checks.gpu import check_gpu_health, check_gpu_mig
@@ -48,6 +53,9 @@ CHECKS: Final[dict[str, Check]] = {
     "torch.gpu_arch": check_gpu_arch,
     "torch.cpu_build_on_gpu": check_cpu_build_on_gpu,
     "nccl.env": check_nccl_env,
+    "container.gpus": check_container_gpus,
+    "container.cuda_driver": check_container_cuda_driver,
+    "container.capabilities": check_container_capabilities,
 }
 
 # Report sections, in display order.
@@ -58,6 +66,7 @@ AREAS: Final = {
     "python": "Python",
     "torch": "PyTorch",
     "nccl": "NCCL / distributed",
+    "container": "Container",
     "verify": "Verification",
 }
 

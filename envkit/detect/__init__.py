@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from envkit import _proc
+from envkit.detect.container import detect_container
 from envkit.detect.deep import deep_budget, deep_unanswered, detect_deep
 from envkit.detect.driver import NO_ANSWER, detect_driver, driver_from_files, smi_gpus
 from envkit.detect.host import host_from
@@ -26,7 +27,7 @@ from envkit.detect.pyenv import Interpreter, detect_python
 from envkit.detect.toolkit import detect_toolkits
 from envkit.detect.torch_messages import read_torch_messages, with_messages
 from envkit.detect.visibility import apply_visibility
-from envkit.facts import DriverFacts, Facts, GpuFacts, PythonFacts, TorchFacts
+from envkit.facts import ContainerFacts, DriverFacts, Facts, GpuFacts, PythonFacts, TorchFacts
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -128,6 +129,7 @@ def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Fa
         "driver.files": lambda: driver_from_files(system),
         "toolkits": lambda: detect_toolkits(system, interp.path),
         "python": lambda: detect_python(system, interp),
+        "container": lambda: detect_container(system),
     }
     budget = deep_budget(system)
     if deep:
@@ -156,7 +158,10 @@ def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Fa
         toolkits=values.get("toolkits", ()),
         python=python,
         torch=torch,
+        container=values.get("container", ContainerFacts()),
         notes=tuple(notes),
+        # A container detector that did not answer leaves "unknown", not "not a container".
+        unknown=() if "container" in values else ("container",),
     )
 
 
