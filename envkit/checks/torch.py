@@ -221,6 +221,9 @@ def check_torch_duplicates(facts: Facts) -> CheckResult:
             ),
             fix=fix_lines(fixes),
         )
+    if not facts.reported("torch.distributions"):
+        # A paste cut before its package list: no second install seen is not none there.
+        return CheckResult(cid, Status.SKIP, "the package list is not in the text; duplicates not checked")
     return CheckResult(cid, Status.PASS, "one torch install")
 
 
@@ -291,6 +294,9 @@ def check_torch_cuda_libs(facts: Facts) -> CheckResult:
         pasted = _pasted_pairing(facts)
         if pasted is not None:
             return pasted
+    if not facts.reported("host.cuda_libs"):
+        # A paste cut before its cuDNN line: the system libraries are unknown, not absent.
+        return CheckResult(cid, Status.SKIP, "the text stops before its CUDA library lines; not checked")
     if not torch.installed or torch.cuda is None:
         what = "torch is not installed" if not torch.installed else "torch is not a CUDA build"
         return CheckResult(cid, Status.SKIP, f"{what}; no CUDA libraries to compare")

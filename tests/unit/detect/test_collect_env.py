@@ -658,6 +658,9 @@ def test_cuda_build_where_torch_finds_no_driver_cut_short(render: Render) -> Non
     assert {"gpus", "driver.version", "torch.distributions"} <= set(facts.unknown)
     assert "torch said: Found no NVIDIA driver on your system" in facts.notes
 
+    # What the cut removed is not judged: no package list, no cuDNN line.
+    assert checks(facts)["torch.duplicates"].status is Status.SKIP
+    assert checks(facts)["torch.cuda_libs"].status is Status.SKIP
     result = checks(facts)["torch.cuda_available"]
     assert result.status is Status.FAIL
     assert result.summary == (
