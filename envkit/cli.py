@@ -7,6 +7,7 @@ turns every way any command ends into its code, with one line on stderr.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import os
@@ -14,7 +15,7 @@ import platform
 import sys
 import traceback
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 from typer.core import TyperGroup
@@ -22,6 +23,11 @@ from typer.core import TyperGroup
 from envkit import __version__
 from envkit.errors import EXIT_CHECK_FAILED, EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EnvkitError
 from envkit.render.jsonout import print_json
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from envkit.progress import RunProgress
 
 
 def _exit_code_lines() -> str:
@@ -109,11 +115,15 @@ class _LazyConsole:
         self._console: Any = None
 
     def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
+
+    def real(self) -> Any:
+        """The rich Console itself (for rich objects that drive it, such as a live progress)."""
         if self._console is None:
             from rich.console import Console
 
             self._console = Console(highlight=False, soft_wrap=True, **self._options)
-        return getattr(self._console, name)
+        return self._console
 
 
 stdout: Any = _LazyConsole()
@@ -156,6 +166,28 @@ def _escape(text: str) -> str:
     return escape(printable(redact(text)))  # printable: a message can quote a hostile file
 
 
+# Options every reporting command shares, declared once.
+Quiet = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No live progress or notes on stderr (errors still show).")
+]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show every check's detail.")]
+
+
+@contextlib.contextmanager
+def _run_progress(*, quiet: bool, json_out: bool) -> Iterator[RunProgress]:
+    """Live progress on stderr for a long run, only where a person watches: stderr is a terminal,
+    and neither --quiet nor --json was given (stdout stays the data alone either way)."""
+    from envkit.progress import NO_PROGRESS
+
+    if quiet or json_out or not sys.stderr.isatty():
+        yield NO_PROGRESS
+        return
+    from envkit.render.progress import live_progress
+
+    with live_progress(stderr.real()) as shown:
+        yield shown
+
+
 def _version(value: bool) -> None:
     if value:
         stdout.print(f"envkit {__version__}")
@@ -196,7 +228,8 @@ def doctor(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds the whole run may take.", min=0.1)
     ] = 30.0,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show every check's detail.")] = False,
+    verbose: Verbose = False,
+    quiet: Quiet = False,
 ) -> int:
     """What is on this machine, what is wrong, and the exact fix."""
     from envkit.commands.doctor import diagnose, diagnose_file
@@ -208,7 +241,10 @@ def doctor(
             return 2
         report = diagnose_file(from_file)
     else:
-        report = diagnose(System(), python=python, env_name=env, deep=deep, timeout=timeout)
+        with _run_progress(quiet=quiet or not deep, json_out=json_out) as progress:
+            report = diagnose(
+                System(), python=python, env_name=env, deep=deep, timeout=timeout, progress=progress
+            )
     if json_out:
         print_json(report.to_json(strict=strict))
     else:
@@ -296,14 +332,19 @@ def verify(
         float, typer.Option("--timeout", help="Seconds the whole run may take.", min=1)
     ] = 600.0,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show every check's detail.")] = False,
+    verbose: Verbose = False,
+    quiet: Quiet = False,
 ) -> int:
     """torch.compile, AMP and NCCL smoke kernels on the detected hardware."""
     from envkit.system import System
     from envkit.verify import parse_checks
     from envkit.verify import verify as run_verify
 
-    report = run_verify(System(), python=python, env_name=env, checks=parse_checks(checks), timeout=timeout)
+    wanted = parse_checks(checks)
+    with _run_progress(quiet=quiet, json_out=json_out) as progress:
+        report = run_verify(
+            System(), python=python, env_name=env, checks=wanted, timeout=timeout, progress=progress
+        )
     if json_out:
         print_json(report.to_json(strict=strict))
     else:
@@ -364,6 +405,10 @@ def preflight(
     python: Annotated[Optional[str], typer.Option("--python", help="Check this interpreter.")] = None,
     env: Annotated[Optional[str], typer.Option("--env", help="Check the environment of this name.")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Also print the report (every check) on stdout.")
+    ] = False,
+    quiet: Quiet = False,
 ) -> int:
     """The cluster-provisioning gate: exit 0 healthy, 1 unhealthy (a one-line reason), 2 could not check."""
     from envkit.commands.preflight import Watchdog, drain_reason
@@ -373,9 +418,16 @@ def preflight(
 
     checks = parse_checks(verify_checks, option="--verify") if verify_checks else ()
     # The watchdog answers if anything below gets stuck past the budget (a C call holding the GIL).
-    with Watchdog(timeout + 5.0, _unanswered(timeout + 5.0)):
+    shown = _run_progress(quiet=quiet or not checks, json_out=json_out)
+    with Watchdog(timeout + 5.0, _unanswered(timeout + 5.0)), shown as progress:
         report = run_preflight(
-            System(), expect_path=expect, verify_checks=checks, python=python, env_name=env, timeout=timeout
+            System(),
+            expect_path=expect,
+            verify_checks=checks,
+            python=python,
+            env_name=env,
+            timeout=timeout,
+            progress=progress,
         )
     junit_error: Optional[EnvkitError] = None
     if junit:
@@ -387,6 +439,10 @@ def preflight(
             junit_error = exc
     if json_out:
         print_json(report.to_json(strict=strict))
+    elif verbose:
+        from envkit.render.console import render_report
+
+        render_report(report, stdout, verbose=True, strict=strict, title="envkit preflight")
     code = report.exit_code(strict=strict)
     if code:
         reason = drain_reason(report) or "envkit: warnings (--strict)"

@@ -9,9 +9,11 @@ from envkit._files import parse_json, read_text
 from envkit.checks import CHECKS, run_checks
 from envkit.detect import begin_run, detect_all
 from envkit.errors import InputError
+from envkit.progress import NO_PROGRESS
 from envkit.report import Report, report_from_json
 
 if TYPE_CHECKING:
+    from envkit.progress import RunProgress
     from envkit.system import System
 
 __all__ = ["DEFAULT_TIMEOUT_S", "diagnose", "diagnose_file"]
@@ -26,11 +28,16 @@ def diagnose(
     env_name: Optional[str] = None,
     deep: bool = False,
     timeout: float = DEFAULT_TIMEOUT_S,
+    progress: RunProgress = NO_PROGRESS,
 ) -> Report:
     """Detect the machine and the chosen interpreter within ``timeout`` seconds, then check it."""
     system, interp, start = begin_run(system, timeout=timeout, python=python, env_name=env_name)
+    progress.stage(f"detecting; importing torch in {interp.path} (--deep)" if deep else "detecting")
     facts = detect_all(system, interp, deep=deep)
-    return Report.new(facts, run_checks(facts), duration_s=round(time.monotonic() - start, 3))
+    results = run_checks(facts)
+    for result in results:
+        progress.landed(result)
+    return Report.new(facts, results, duration_s=round(time.monotonic() - start, 3))
 
 
 def diagnose_file(path: str) -> Report:

@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Callable, Final, Optional
 from envkit.checks import CHECKS, run_checks
 from envkit.checks.expect import Expectations, apply_require_ignore, check_expectations, load_expectations
 from envkit.detect import begin_run, detect_all
+from envkit.progress import NO_PROGRESS
 from envkit.report import CheckResult, Report, Status, rank_causes
 from envkit.verify import ALL_CHECKS, run_verify_checks
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from envkit.progress import RunProgress
     from envkit.system import System
 
 __all__ = ["DEFAULT_TIMEOUT_S", "KNOWN_CHECKS", "Watchdog", "drain_reason", "preflight"]
@@ -74,6 +76,7 @@ def preflight(
     python: Optional[str] = None,
     env_name: Optional[str] = None,
     timeout: float = DEFAULT_TIMEOUT_S,
+    progress: RunProgress = NO_PROGRESS,
 ) -> Report:
     """Run the gate within ``timeout`` seconds: doctor checks, expectations, verify checks."""
     expect: Optional[Expectations] = load_expectations(expect_path, KNOWN_CHECKS) if expect_path else None
@@ -82,12 +85,15 @@ def preflight(
         wanted += [c.removeprefix("verify.") for c in expect.require if c.startswith("verify.")]
     wanted = list(dict.fromkeys(wanted))
     system, interp, start = begin_run(system, timeout=timeout, python=python, env_name=env_name)
+    progress.stage("detecting")
     facts = detect_all(system, interp)
     checks: list[CheckResult] = list(run_checks(facts))
     if expect is not None:
         checks += check_expectations(expect, facts)
+    for result in checks:
+        progress.landed(result)
     if wanted:
-        checks += run_verify_checks(system, interp.path, facts, wanted)
+        checks += run_verify_checks(system, interp.path, facts, wanted, progress=progress)
     if expect is not None:
         checks = apply_require_ignore(expect, checks)
     return Report.new(facts, checks, duration_s=round(time.monotonic() - start, 3))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 from envkit._probe_runner import ProbeOutcome, run_probe
 from envkit.detect import begin_run, detect_for_plan, run_bounded
 from envkit.errors import InputError
+from envkit.progress import NO_PROGRESS
 from envkit.report import Report
 from envkit.verify.interpret import interpret
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from envkit.facts import Facts
+    from envkit.progress import RunProgress
     from envkit.report import CheckResult
     from envkit.system import System
 
@@ -71,15 +73,25 @@ def parse_checks(text: Optional[str], *, option: str = "--checks") -> tuple[str,
     return names
 
 
-def run_probes(system: System, python: str, specs: Sequence[ProbeSpec]) -> dict[str, ProbeOutcome]:
-    """Run the probes side by side, each bounded by its own timeout and the system's deadline."""
+def run_probes(
+    system: System,
+    python: str,
+    specs: Sequence[ProbeSpec],
+    *,
+    on_done: Optional[Callable[[str, ProbeOutcome], None]] = None,
+) -> dict[str, ProbeOutcome]:
+    """Run the probes side by side, each bounded by its own timeout and the system's deadline;
+    ``on_done(check, outcome)`` is called (in the probe's thread) as each one answers."""
 
     def task(spec: ProbeSpec) -> ProbeOutcome:
         import json
 
-        return run_probe(
+        outcome = run_probe(
             system, python, spec.script, json.dumps(spec.config), timeout=spec.timeout, env=spec.env
         )
+        if on_done is not None:
+            on_done(spec.check, outcome)
+        return outcome
 
     tasks: dict[str, Callable[[], Any]] = {spec.check: functools.partial(task, spec) for spec in specs}
     values, _notes = run_bounded(tasks, None)
@@ -122,18 +134,38 @@ def verify(
     env_name: Optional[str] = None,
     checks: Sequence[str] = DEFAULT_CHECKS,
     timeout: float = DEFAULT_TIMEOUT_S,
+    progress: RunProgress = NO_PROGRESS,
 ) -> Report:
     """Run the verify checks in the chosen interpreter and report them (envkit.report/1)."""
     system, interp, start = begin_run(system, timeout=timeout, python=python, env_name=env_name)
+    progress.stage(f"inspecting {interp.path}")
     facts = detect_for_plan(system, interp)
-    results = run_verify_checks(system, interp.path, facts, checks)
+    results = run_verify_checks(system, interp.path, facts, checks, progress=progress)
     return Report.new(facts, results, duration_s=round(time.monotonic() - start, 3))
 
 
-def run_verify_checks(system: System, python: str, facts: Facts, checks: Sequence[str]) -> list[CheckResult]:
-    """The checks' probes in ``python``: side by side, then the ones in ALONE, one results each."""
+def run_verify_checks(
+    system: System,
+    python: str,
+    facts: Facts,
+    checks: Sequence[str],
+    *,
+    progress: RunProgress = NO_PROGRESS,
+) -> list[CheckResult]:
+    """The checks' probes in ``python``: side by side, then the ones in ALONE, one results each;
+    ``progress`` hears each verdict as its probe answers."""
+    landed: dict[str, CheckResult] = {}
+
+    def done(check: str, outcome: ProbeOutcome) -> None:
+        landed[check] = interpret(check, outcome, facts)
+        progress.landed(landed[check])
+
     with tempfile.TemporaryDirectory(prefix="envkit-verify-") as cache_dir:
         specs = probe_specs(system, facts, checks, cache_dir)
-        outcomes = run_probes(system, python, [s for s in specs if s.check not in ALONE])
-        outcomes.update(run_probes(system, python, [s for s in specs if s.check in ALONE]))
-    return [interpret(spec.check, outcomes.get(spec.check), facts) for spec in specs]
+        for batch in ([s for s in specs if s.check not in ALONE], [s for s in specs if s.check in ALONE]):
+            if batch:
+                progress.stage(f"verifying {python}")
+                progress.running([f"verify.{s.check}" for s in batch])
+                run_probes(system, python, batch, on_done=done)
+    # A probe that did not answer by the deadline never called ``done``: interpreted as missing.
+    return [landed.get(spec.check) or interpret(spec.check, None, facts) for spec in specs]
