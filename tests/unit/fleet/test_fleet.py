@@ -155,7 +155,11 @@ def by_node(fleet: Any) -> dict[str, set[str]]:
 
 
 def test_base_node_is_healthy() -> None:
-    assert {r.status for r in run_checks(node_facts(1))} == {Status.PASS}
+    results = {r.id: r.status for r in run_checks(node_facts(1))}
+    # Skipped for want of evidence, not passed: no --deep answer (can torch use CUDA?), no container.
+    skipped = {"torch.cuda_available", "container.gpus", "container.cuda_driver", "container.capabilities"}
+    assert {i for i, s in results.items() if s is Status.SKIP} == skipped
+    assert {s for i, s in results.items() if i not in skipped} == {Status.PASS}
 
 
 def test_100_nodes_with_3_planted_deviations(tmp_path: Path) -> None:
