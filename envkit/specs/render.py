@@ -22,6 +22,7 @@ from envkit.knowledge import load_knowledge
 from envkit.mirrors.choose import Mirror, default_cache_path, load_mirrors, resolve_mirror
 from envkit.resolve import parse_torch_spec
 from envkit.specs.conda import render_environment, render_virtual_packages
+from envkit.specs.container import CONTAINER_FORMATS, choose_image, render_apptainer, render_dockerfile
 from envkit.specs.pip import (
     GENERATED_MARK,
     pip_source,
@@ -48,7 +49,7 @@ __all__ = [
     "write_specs",
 ]
 
-FORMATS: Final = ("conda", "pip", "uv", "conda-lock")
+FORMATS: Final = ("conda", "pip", "uv", "conda-lock", *CONTAINER_FORMATS)
 CONDA_FORMATS: Final = ("conda", "conda-lock")
 _KIND_PREFIX: Final = re.compile(r"^(torch-wheels|pypi|conda)=(.+)$")
 
@@ -159,6 +160,15 @@ def render_specs(
         )
     if fmt == "pip":
         return {"requirements.txt": render_requirements(plan, template, source, regen)}
+    if fmt in CONTAINER_FORMATS:
+        image = choose_image(plan, k)  # an nvidia/cuda runtime image (templates cannot ask for others yet)
+        pip_regen = regen_command(plan, template, "pip", mirrors=tuple(mirrors.values()))
+        files = {"requirements.txt": render_requirements(plan, template, source, pip_regen)}
+        if fmt == "docker":
+            files["Dockerfile"] = render_dockerfile(plan, template, source, regen, image)
+        else:
+            files["Apptainer.def"] = render_apptainer(plan, template, source, regen, image)
+        return files
     if fmt == "uv":
         return {"pyproject.toml": render_uv(plan, template, source, name, regen)}
     environment = render_environment(

@@ -1,0 +1,158 @@
+"""``envkit spec --format docker`` and ``--format apptainer``: a Dockerfile or an Apptainer
+definition file for a plan, beside the requirements.txt the pip format makes.
+
+The base image comes from the knowledge base (containers.toml; every row cites where its tag is
+used), never from a guess: an ``nvidia/cuda`` runtime image whose CUDA the target driver runs (the
+torch wheel brings its own CUDA libraries; the image's must still not need a newer driver), of the
+plan's CUDA major and no newer than the plan's CUDA, whose OS python3 is the plan's Python; or,
+when the template asks for it (``base = "pytorch"``), a ``pytorch/pytorch`` image of the plan's
+torch and CUDA. The pip lines are the requirements.txt the pip format writes, installed into a
+venv at /opt/venv, and ``envkit verify --python /opt/venv/bin/python`` is the image's check, run on
+a GPU node (a build has no GPU): the header says how; Apptainer's ``%test`` runs it where envkit is
+on the PATH. envkit itself is not installed into the image.
+Credentials never enter the file: the index URLs keep pip's ``${VAR}`` placeholders, and Docker
+gets them as BuildKit secrets (docs.docker.com/build/building/secrets/), never ARG or ENV, which
+would stay in the image's history.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, Optional
+
+from envkit.errors import InputError
+from envkit.knowledge.containers import BaseImage, ImageKind, load_images
+from envkit.resolve import rules
+from envkit.specs.pip import comment, header
+from envkit.versions import Version
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from envkit.knowledge import Knowledge
+    from envkit.resolve import Plan
+    from envkit.specs.pip import PipSource
+    from envkit.specs.template import Template
+
+__all__ = ["CONTAINER_FORMATS", "choose_image", "render_apptainer", "render_dockerfile"]
+
+CONTAINER_FORMATS: Final = ("docker", "apptainer")
+VENV: Final = "/opt/venv"
+
+
+def _mm(v: Version) -> Version:
+    return Version(f"{v.major}.{v.minor}")
+
+
+def choose_image(
+    plan: Plan,
+    k: Knowledge,
+    *,
+    want: ImageKind = ImageKind.CUDA_RUNTIME,
+    images: Optional[Sequence[BaseImage]] = None,
+) -> BaseImage:
+    """The base image for ``plan`` (see the module's doc); InputError listing what there is when
+    no row fits, never a made-up tag."""
+    rows = list(load_images() if images is None else images)
+    if plan.cuda is None:
+        raise InputError(
+            f"--format docker/apptainer: the plan is a {plan.variant} build; containers.toml has "
+            "CUDA base images only",
+            hint="plan a CUDA build (--cuda auto or --cuda 12.8)",
+        )
+    driver = plan.target.checked_driver
+
+    def runs(image: BaseImage) -> bool:
+        return driver is None or rules.driver_floor(k, image.cuda, driver).runs
+
+    if want is ImageKind.PYTORCH:
+        fits = [
+            i
+            for i in rows
+            if i.kind is ImageKind.PYTORCH
+            and i.torch == plan.torch
+            and _mm(i.cuda) == _mm(plan.cuda)
+            and runs(i)
+        ]
+    else:
+        fits = [
+            i
+            for i in rows
+            if i.kind is ImageKind.CUDA_RUNTIME
+            and i.cuda.major == plan.cuda.major
+            and _mm(i.cuda) <= _mm(plan.cuda)
+            and (plan.python is None or (i.python is not None and _mm(i.python) == _mm(plan.python)))
+            and runs(i)
+        ]
+    if not fits:
+        have = ", ".join(f"{i.ref} (CUDA {i.cuda}, python {i.python or '-'})" for i in rows if i.kind is want)
+        python = f", python {plan.python}" if plan.python else ""
+        raise InputError(
+            f"no {want} base image in envkit's containers.toml fits torch {plan.torch} "
+            f"CUDA {plan.cuda}{python}" + (f" and driver {driver}" if driver else ""),
+            hint=f"it has {have or 'none'}; pass --python or --cuda to match one",
+        )
+    return max(fits, key=lambda i: i.cuda)
+
+
+def _verify_line(plan: Plan) -> str:
+    gpus = " --gpus all" if plan.target.has_nvidia else ""
+    return f"docker run --rm{gpus} -it IMAGE, then inside it: envkit verify --python {VENV}/bin/python"
+
+
+def render_dockerfile(plan: Plan, template: Template, source: PipSource, regen: str, image: BaseImage) -> str:
+    use = "docker build -t IMAGE ." + "".join(f" --secret id={s},env={s}" for s in source.secrets)
+    lines = ["# syntax=docker/dockerfile:1"]
+    lines += comment(header(plan, template.name, use, regen))
+    lines += comment(
+        [f"Base image: {image.ref} ({image.source})", "Check it on a GPU node:", f"  {_verify_line(plan)}"]
+    )
+    lines += [f"FROM {image.ref}", "ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1"]
+    if image.kind is ImageKind.CUDA_RUNTIME:
+        lines += [
+            "RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv \\",
+            "    && rm -rf /var/lib/apt/lists/*",
+            f"RUN python3 -m venv {VENV}",
+        ]
+    else:
+        lines.append(f"RUN python -m venv --system-site-packages {VENV}")
+    lines += [f'ENV PATH="{VENV}/bin:$PATH"', "COPY requirements.txt /tmp/requirements.txt"]
+    mounts = "".join(f"--mount=type=secret,id={s},env={s} " for s in source.secrets)
+    lines.append(f"RUN {mounts}pip install -r /tmp/requirements.txt")
+    return "\n".join(lines) + "\n"
+
+
+def render_apptainer(plan: Plan, template: Template, source: PipSource, regen: str, image: BaseImage) -> str:
+    if source.secrets:
+        raise InputError(
+            f"--format apptainer: the index needs credentials ({', '.join(source.secrets)}), and an "
+            "Apptainer definition file has no secret mounts",
+            hint="use --format docker (BuildKit secrets), or a mirror that needs no token",
+        )
+    use = "apptainer build --nv IMAGE.sif Apptainer.def  (requirements.txt in the same folder)"
+    lines = ["Bootstrap: docker", f"From: {image.ref}", ""]
+    lines += comment(header(plan, template.name, use, regen))
+    lines += comment([f"Base image: {image.ref} ({image.source})"])
+    python = "python3" if image.kind is ImageKind.CUDA_RUNTIME else "python"
+    lines += ["", "%files", "    requirements.txt /opt/requirements.txt", "", "%post"]
+    if image.kind is ImageKind.CUDA_RUNTIME:
+        lines += [
+            "    export DEBIAN_FRONTEND=noninteractive",
+            "    apt-get update && apt-get install -y --no-install-recommends python3 python3-venv",
+            "    rm -rf /var/lib/apt/lists/*",
+        ]
+    site = "" if image.kind is ImageKind.CUDA_RUNTIME else " --system-site-packages"
+    lines += [
+        f"    {python} -m venv{site} {VENV}",
+        f"    {VENV}/bin/pip install --no-cache-dir -r /opt/requirements.txt",
+        "",
+        "%environment",
+        f'    export PATH="{VENV}/bin:$PATH"',
+        "",
+        "%test",
+        "    if command -v envkit >/dev/null; then",
+        f"        envkit verify --python {VENV}/bin/python",
+        "    else",
+        f"        {VENV}/bin/python -c 'import torch; print(torch.__version__, torch.version.cuda)'",
+        "    fi",
+    ]
+    return "\n".join(lines) + "\n"
