@@ -3,23 +3,63 @@ machine roots, recorded NVML, and a System that ties them together."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import shlex
 import shutil
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable
+from types import ModuleType, SimpleNamespace
+from typing import Any, Callable, Optional
 
 import pytest
 
 import envkit.knowledge._table as table
+from envkit import _proc
 from envkit.detect.nvml import NvmlError, RecordedNvml
 from envkit.knowledge import load_knowledge
 from envkit.system import System
 
 DATA = Path(__file__).parent / "data"
+
+
+def torch_collect_env() -> ModuleType:
+    """torch's own ``torch/utils/collect_env.py`` (the formatter of the pastes people post), loaded from
+    the installed torch without importing torch itself: importing torch into pytest costs ~3 s, and
+    the formatter (SystemEnv, pretty_str) does not use it. Skips where torch is not installed."""
+    global _COLLECT_ENV
+    if _COLLECT_ENV is not None:
+        return _COLLECT_ENV
+    if "torch" in sys.modules:  # already paid for: the real module
+        import torch.utils.collect_env as real
+
+        _COLLECT_ENV = real
+        return real
+    spec = importlib.util.find_spec("torch")  # finds the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("torch is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / "utils" / "collect_env.py"
+    loader_spec = importlib.util.spec_from_file_location("envkit_tests_torch_collect_env", path)
+    assert loader_spec is not None and loader_spec.loader is not None
+    module = importlib.util.module_from_spec(loader_spec)
+    # Its `try: import torch` fails while it loads; then it gets what its formatter asks of torch
+    # (pretty_str: torch.cuda.is_available(), to print "No CUDA"), as the CPU test wheel answers it.
+    # Its probing functions (get_env_info) would fail loudly on the stand-in: they read this machine.
+    sys.modules["torch"] = None  # type: ignore[assignment]
+    try:
+        loader_spec.loader.exec_module(module)
+    finally:
+        del sys.modules["torch"]
+    module.torch = SimpleNamespace(cuda=SimpleNamespace(is_available=lambda: False))  # type: ignore[attr-defined]
+    module.TORCH_AVAILABLE = True  # type: ignore[attr-defined]
+    _COLLECT_ENV = module
+    return module
+
+
+_COLLECT_ENV: Optional[ModuleType] = None
 
 
 def write_program(
@@ -92,8 +132,57 @@ def machine(tmp_path: Path) -> MachineBuilder:
 
 
 @pytest.fixture
+def cli_machine(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> MachineBuilder:
+    """The in-process CLI (typer's CliRunner) sees a fake machine instead of this one: no driver, no
+    GPU, no toolkit, and the test interpreter as ``python`` on PATH. Add to it before invoking."""
+    import dataclasses
+
+    import envkit.system
+
+    built = MachineBuilder(tmp_path_factory.mktemp("cli-machine"))
+    (built.bin / "python").symlink_to(sys.executable)
+
+    # The CLI's commands import System when they run and call System() for "this machine": a
+    # subclass whose defaults are the fake machine (built.nvml is read when System() is called).
+    @dataclasses.dataclass(frozen=True)
+    class FakeMachine(System):
+        env: Mapping[str, str] = dataclasses.field(default_factory=lambda: dict(built.env))
+        root: Path = built.root
+        nvml: Optional[Callable[[], Any]] = dataclasses.field(default_factory=lambda: built.nvml)
+
+    monkeypatch.setattr(envkit.system, "System", FakeMachine)
+    return built
+
+
+@pytest.fixture
 def python_exe() -> str:
     return sys.executable
+
+
+def examples(fast: int, slow: int) -> pytest.MarkDecorator:
+    """Run a property test (see ``check_property``) with ``fast`` examples in the default suite and
+    ``slow`` examples under ``-m slow``: the long run moves to CI's slow job, a short one stays."""
+    return pytest.mark.parametrize(
+        "max_examples",
+        [
+            pytest.param(fast, id=f"{fast}-examples"),
+            pytest.param(slow, id=f"{slow}-examples", marks=pytest.mark.slow),
+        ],
+    )
+
+
+def check_property(max_examples: int, body: Callable[..., None], *strategies: Any, **overrides: Any) -> None:
+    """Run ``body`` under hypothesis with these strategies and ``max_examples`` examples (built afresh
+    each call: a settings object cannot be applied twice to the same test)."""
+    from hypothesis import HealthCheck, given, settings
+
+    options: dict[str, Any] = {
+        "max_examples": max_examples,
+        "deadline": None,
+        "suppress_health_check": [HealthCheck.too_slow],
+        **overrides,
+    }
+    settings(**options)(given(*strategies)(body))()
 
 
 def raise_nvml(name: str) -> Callable[[], Any]:
@@ -101,6 +190,41 @@ def raise_nvml(name: str) -> Callable[[], Any]:
         raise NvmlError(name, "replayed")
 
     return factory
+
+
+def _app_shape(app: Any) -> tuple[Any, ...]:
+    """What typer builds a click command from: the app's commands, groups and callback (by identity,
+    so a test that registers a command of its own gets a fresh build)."""
+    callback = app.registered_callback
+    return (
+        id(app),
+        tuple((c.name, id(c.callback)) for c in app.registered_commands),
+        tuple((g.name, _app_shape(g.typer_instance)) for g in app.registered_groups),
+        None if callback is None else id(callback.callback),
+    )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cli_built_once() -> Iterator[None]:
+    # typer's CliRunner.invoke builds the whole click command tree from the app on every call
+    # (typer.main.get_command: ~0.1 s for envkit's commands, several hundred invocations in the suite);
+    # the tree is the same each time, so it is built once per shape of the app. The real CLI builds
+    # it once per process, as before.
+    import typer.main
+    import typer.testing
+
+    built: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+    get_command = typer.main.get_command
+
+    def cached(app: Any) -> Any:
+        key = _app_shape(app)
+        if key not in built:
+            built[key] = (app, get_command(app))  # the app is kept so that its id is not reused
+        return built[key][1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(typer.testing, "_get_command", cached)
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -158,3 +282,123 @@ def data_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     load_knowledge.cache_clear()
     yield tmp_path
     load_knowledge.cache_clear()
+
+
+# --- Guards: no test spawns the host's own tools by accident -------------------------------------
+#
+# Every child envkit starts goes through envkit._proc.run, which starts it in _proc._spawn; the guards
+# wrap that one function, so they also catch System's default runner (bound when the class was made).
+#
+# - host_tools_guard (autouse for tests/unit): a program outside the test's temporary folders, the
+#   test interpreter's prefix (python, its venv's tools) and the repository, and not a plain POSIX
+#   utility (sh, sleep, ...), is refused: a detector that finds the host's nvcc, nvidia-smi, ldconfig
+#   or conda makes the test depend on this machine. Opt out with @pytest.mark.host_tools.
+# - no_real_processes (autouse in the test folders of the packages whose code never runs a process,
+#   PURE_PACKAGES: checks, knowledge, resolve, specs, fleet): any child at all is refused. Opt out
+#   with @pytest.mark.real_processes.
+#
+# A refused start raises HostProcessError where it happens and, since a detector may turn that into a
+# note, fails the test at teardown too, naming the program.
+
+# Utilities that behave the same on every POSIX machine; tests use them as tiny real children.
+POSIX_UTILITIES = frozenset(
+    {"sh", "bash", "sleep", "cat", "true", "false", "yes", "echo", "env", "kill", "timeout", "printf"}
+)
+REPO = Path(__file__).resolve().parents[1]
+# The test folders of envkit's packages whose code never runs a process (no_real_processes is autouse).
+PURE_PACKAGES = frozenset({"checks", "knowledge", "resolve", "specs", "fleet"})
+
+
+class HostProcessError(AssertionError):
+    """A test made envkit start a process it may not start (see the guards above)."""
+
+
+def _program(argv0: str, env: Optional[Mapping[str, str]]) -> Optional[str]:
+    if os.sep in argv0:
+        return os.path.abspath(argv0) if os.path.exists(argv0) else None
+    path = (env if env is not None else os.environ).get("PATH", os.defpath)
+    return shutil.which(argv0, path=path)
+
+
+def _within(path: str, folders: tuple[str, ...]) -> bool:
+    return any(path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
+
+
+def host_allows(program: Optional[str], basetemp: str) -> bool:
+    """Whether host_tools_guard lets envkit start ``program`` (a resolved path; None: not found)."""
+    if program is None:  # not found: _proc reports it without starting anything
+        return True
+    folders = (
+        basetemp,
+        os.path.abspath(sys.prefix),
+        str(REPO),
+        # Stand-ins outside pytest's basetemp: tempfile.mkdtemp() in a test.
+        os.path.abspath(os.environ.get("TMPDIR", "/tmp")),
+    )
+    executables = {
+        os.path.realpath(sys.executable),
+        os.path.realpath(getattr(sys, "_base_executable", sys.executable)),
+    }
+    if _within(program, folders) or os.path.realpath(program) in executables:
+        return True
+    return os.path.basename(program) in POSIX_UTILITIES
+
+
+def _guard_spawn(
+    monkeypatch: pytest.MonkeyPatch, allowed: Callable[[tuple[str, ...], Optional[str]], bool], why: str
+) -> list[str]:
+    refused: list[str] = []
+    spawn = _proc._spawn
+
+    def guarded(args: tuple[str, ...], env: Optional[Mapping[str, str]], *rest: Any) -> Any:
+        program = _program(args[0], env) if args else None
+        if not allowed(args, program):
+            shown = " ".join(args)[:200]
+            refused.append(f"{shown} ({program or 'not found'})")
+            raise HostProcessError(f"{why}: {shown}")
+        return spawn(args, env, *rest)
+
+    monkeypatch.setattr(_proc, "_spawn", guarded)
+    return refused
+
+
+def _fail_if(refused: list[str], why: str, marker: str) -> None:
+    if refused:
+        pytest.fail(f"{why} (mark the test @pytest.mark.{marker} if it must): " + "; ".join(refused))
+
+
+@pytest.fixture
+def no_real_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """envkit may start no process at all during the test."""
+    why = "this test may start no process"
+    refused = _guard_spawn(monkeypatch, lambda args, program: False, why)
+    yield
+    _fail_if(refused, why, "real_processes")
+
+
+@pytest.fixture(autouse=True)
+def host_tools_guard(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """envkit may start only stand-ins (under the test's temporary folders), the test interpreter and
+    its environment's tools, the repository's own files and POSIX utilities; never the host's tools."""
+    try:
+        where = request.node.path.relative_to(REPO / "tests" / "unit").parts
+    except ValueError:  # tests/integration: end-to-end on this machine by design
+        where = None
+    if where is None or request.node.get_closest_marker("host_tools"):
+        yield
+        return
+    if where[0] in PURE_PACKAGES and not request.node.get_closest_marker("real_processes"):
+        request.getfixturevalue("no_real_processes")
+        yield
+        return
+    basetemp = str(tmp_path_factory.getbasetemp())
+
+    def allowed(args: tuple[str, ...], program: Optional[str]) -> bool:
+        return host_allows(program, basetemp)
+
+    why = "this test started a program of the host"
+    refused = _guard_spawn(monkeypatch, allowed, why)
+    yield
+    _fail_if(refused, why, "host_tools")

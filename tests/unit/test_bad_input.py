@@ -26,6 +26,8 @@ from envkit.versions import MAX_VERSION_CHARS, NvVersion, parse_compute_capabili
 
 REPORT = Path(__file__).parents[1] / "data" / "reports" / "h200-580-torch2.11-cu130.json"
 runner = CliRunner()
+# preflight and doctor look at a fake machine, never this one (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("cli_machine")
 
 BOMB = """\
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]

@@ -56,10 +56,36 @@ def test_help_documents_every_exit_code() -> None:
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
 
 
+# The CLI runs in-process (typer's runner) on a fake machine (cli_machine) in the default suite; the
+# same commands run on this very machine, through `python -m envkit`, under -m slow.
+
+
+def check_doctor_json(stdout: str, returncode: int) -> None:
+    report = json.loads(stdout)  # stdout is only the JSON
+    assert report["schema"] == "envkit.report/1"
+    assert report["envkit_version"] == __version__
+    assert {"driver", "gpus", "toolkits", "python", "torch", "host"} <= set(report["facts"])
+    ids = [c["id"] for c in report["checks"]]
+    assert ids[:3] == ["driver.loaded", "driver.support", "gpu.health"]
+    assert all(set(c) >= {"id", "status", "summary", "detail", "fix"} for c in report["checks"])
+    assert report["summary"]["exit_code"] == returncode
+
+
+def test_doctor_json(cli_machine: object) -> None:
+    result = runner.invoke(cli.app, ["doctor", "--json"])
+    assert result.exit_code in (0, 1), result.stderr
+    check_doctor_json(result.stdout, result.exit_code)
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.host_tools
 def test_doctor_json_on_this_machine() -> None:
     proc = envkit_cmd("doctor", "--json")
     assert proc.returncode in (0, 1), proc.stderr
-    report = json.loads(proc.stdout)  # stdout is only the JSON
+    check_doctor_json(proc.stdout, proc.returncode)
+    assert "Traceback" not in proc.stderr
+    report = json.loads(proc.stdout)
     assert report["schema"] == "envkit.report/1"
     assert report["envkit_version"] == __version__
     assert {"driver", "gpus", "toolkits", "python", "torch", "host"} <= set(report["facts"])
@@ -70,6 +96,15 @@ def test_doctor_json_on_this_machine() -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_doctor_human_report(cli_machine: object) -> None:
+    result = runner.invoke(cli.app, ["doctor"])
+    assert "envkit doctor" in result.stdout
+    assert "driver.loaded" in result.stdout
+    assert "checks:" in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.host_tools
 def test_doctor_human_report_on_this_machine() -> None:
     proc = envkit_cmd("doctor")
     assert "envkit doctor" in proc.stdout
@@ -77,8 +112,8 @@ def test_doctor_human_report_on_this_machine() -> None:
     assert "checks:" in proc.stdout
 
 
-def test_from_file_round_trip(tmp_path: Path) -> None:
-    saved = envkit_cmd("doctor", "--json").stdout
+def test_from_file_round_trip(tmp_path: Path, cli_machine: object) -> None:
+    saved = runner.invoke(cli.app, ["doctor", "--json"]).stdout
     path = tmp_path / "report.json"
     path.write_text(saved)
     result = runner.invoke(cli.app, ["doctor", "--from", str(path), "--json"])
@@ -103,19 +138,31 @@ def test_from_file_round_trip(tmp_path: Path) -> None:
 def test_malformed_from_file_is_one_line_and_exit_2(tmp_path: Path, content: str, expected: str) -> None:
     path = tmp_path / "bad.json"
     path.write_text(content)
+    result = runner.invoke(cli.app, ["doctor", "--from", str(path)])
+    assert result.exit_code == EXIT_USAGE
+    assert result.stdout == ""
+    assert result.stderr.startswith(expected.format(path=path))
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) <= 2  # the error, and at most a hint
+
+
+def test_the_entry_point_in_a_real_process(tmp_path: Path) -> None:
+    # `python -m envkit` itself (main(), its error handler, the exit code a shell sees), on a file only.
+    path = tmp_path / "bad.json"
+    path.write_text("{broken")
     proc = envkit_cmd("doctor", "--from", str(path))
     assert proc.returncode == EXIT_USAGE
     assert proc.stdout == ""
-    assert proc.stderr.startswith(expected.format(path=path))
+    assert proc.stderr.startswith(f"envkit: --from {path}: neither an envkit JSON report")
     assert "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) <= 2  # the error, and at most a hint
+    assert len(proc.stderr.strip().splitlines()) <= 2
 
 
-def test_unknown_env_is_exit_2() -> None:
-    proc = envkit_cmd("doctor", "--env", "no-such-env-envkit-test")
-    assert proc.returncode == EXIT_USAGE
-    assert proc.stderr.startswith("envkit: --env no-such-env-envkit-test: no environment of that name")
-    assert "Traceback" not in proc.stderr
+def test_unknown_env_is_exit_2(cli_machine: object) -> None:
+    result = runner.invoke(cli.app, ["doctor", "--env", "no-such-env-envkit-test"])
+    assert result.exit_code == EXIT_USAGE
+    assert result.stderr.startswith("envkit: --env no-such-env-envkit-test: no environment of that name")
+    assert "Traceback" not in result.stderr
 
 
 def test_usage_errors_are_exit_2() -> None:
@@ -330,24 +377,13 @@ def test_resolve_explain_says_why_newer_builds_were_passed_over() -> None:
 
 
 def test_resolve_with_nothing_satisfiable_exits_3() -> None:
-    proc = envkit_cmd(
-        "resolve",
-        "--driver",
-        "470.82.01",
-        "--gpu",
-        "8.0",
-        "--torch",
-        ">=2.8",
-        "--python",
-        "3.11",
-        "--platform",
-        "linux-x86_64",
-    )
-    assert proc.returncode == 3
-    assert proc.stdout == ""
-    assert proc.stderr.startswith("envkit: no torch build fits linux-x86_64, driver 470.82.01")
-    assert "hint: upgrade the driver to ≥ 525.60.13" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    args = ["--driver", "470.82.01", "--gpu", "8.0", "--torch", ">=2.8", "--python", "3.11"]
+    result = runner.invoke(cli.app, ["resolve", *args, "--platform", "linux-x86_64"])
+    assert result.exit_code == 3
+    assert result.stdout == ""
+    assert result.stderr.startswith("envkit: no torch build fits linux-x86_64, driver 470.82.01")
+    assert "hint: upgrade the driver to ≥ 525.60.13" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -370,6 +406,16 @@ def test_resolve_bad_flags_are_one_line_exit_2(args: list[str], message: str) ->
     assert "Traceback" not in result.stderr
 
 
+def test_resolve_on_the_machine_detects_python(cli_machine: object) -> None:
+    result = runner.invoke(cli.app, ["resolve", "--json"])
+    assert result.exit_code == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["target"]["described_by"] == "this machine"
+    assert plan["target"]["python"] == "{}.{}".format(*sys.version_info[:2])
+
+
+@pytest.mark.slow
+@pytest.mark.host_tools
 def test_resolve_on_this_machine_detects_python() -> None:
     proc = envkit_cmd("resolve", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -395,9 +441,9 @@ def test_doctor_from_a_pasted_collect_env_on_stdin() -> None:
             "Nvidia driver version: 570.124.04",
         )
     )
-    proc = envkit_cmd("doctor", "--from", "-", "--json", input=paste)
-    assert proc.returncode == 1, proc.stderr
-    report = json.loads(proc.stdout)
+    result = runner.invoke(cli.app, ["doctor", "--from", "-", "--json"], input=paste)
+    assert result.exit_code == 1, result.stderr
+    report = json.loads(result.stdout)
     checks = {c["id"]: c for c in report["checks"]}
     assert checks["torch.gpu_arch"]["status"] == "fail"
     assert "sm_120" in checks["torch.gpu_arch"]["summary"]

@@ -20,6 +20,7 @@ import pytest
 
 from envkit.checks import CHECKS
 from envkit.detect.collect_env import looks_like_collect_env, parse_collect_env
+from tests.conftest import torch_collect_env
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -33,7 +34,7 @@ KNOWN_IDS = set(CHECKS) | corpus.NEW_CHECK_IDS
 def collect_env() -> ModuleType:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        module: ModuleType = pytest.importorskip("torch.utils.collect_env")
+        module: ModuleType = torch_collect_env()  # no torch import (tests/conftest.py)
     return module
 
 

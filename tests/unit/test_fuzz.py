@@ -38,6 +38,8 @@ REPORT: dict[str, Any] = json.loads(REPORT_PATH.read_text(encoding="utf-8"))
 # A target given by flags: spec never detects this machine (fast, and the same on every machine).
 TARGET = ["--driver", "550.54.15", "--gpu", "sm_90", "--python", "3.11", "--platform", "linux-x86_64"]
 runner = CliRunner()
+# preflight and doctor look at a fake machine, never this one (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("cli_machine")
 
 FAST = settings(
     max_examples=20,

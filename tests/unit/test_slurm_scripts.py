@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.conftest import check_property, examples
 
 ROOT = Path(__file__).resolve().parents[2]
 HEALTHCHECK = ROOT / "scripts" / "slurm" / "envkit-healthcheck.sh"
@@ -371,9 +372,13 @@ def test_a_reason_is_made_when_envkit_gives_none(node: Node, stderr: str, expect
     assert node.run().reasons == [expected]
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300))
-def test_any_stderr_becomes_a_reason_fit_for_slurm(stderr: str) -> None:
+@examples(6, 25)  # each example runs the script (~0.15 s)
+def test_any_stderr_becomes_a_reason_fit_for_slurm(max_examples: int) -> None:
+    text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300)
+    check_property(max_examples, _stderr_becomes_a_reason, text)
+
+
+def _stderr_becomes_a_reason(stderr: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
         node = Node(Path(folder))
         node.state("IDLE")
@@ -453,6 +458,7 @@ def test_a_hung_envkit_is_killed_in_time_and_the_node_drained(node: Node) -> Non
         os.kill(pid, 0)
 
 
+@pytest.mark.slow  # a 2 s hang; test_a_hung_envkit_is_killed_in_time_and_the_node_drained is the fast one
 def test_a_hung_envkit_is_ignored_when_the_site_says_so(node: Node) -> None:
     node.state("IDLE")
     node.envkit(sleep=60)
@@ -462,6 +468,7 @@ def test_a_hung_envkit_is_ignored_when_the_site_says_so(node: Node) -> None:
     assert "policy=ignore" in out.log_text
 
 
+@pytest.mark.slow  # a 2 s hang
 def test_a_timeout_uses_the_watchdogs_line_when_envkit_printed_one(node: Node) -> None:
     node.state("IDLE")
     node.envkit(stderr="envkit: preflight: no answer within 6 s (watchdog)\n", sleep=60)
@@ -469,6 +476,7 @@ def test_a_timeout_uses_the_watchdogs_line_when_envkit_printed_one(node: Node) -
     assert reason == "envkit: preflight: no answer within 6 s (watchdog)"
 
 
+@pytest.mark.slow  # ~4 s: the script's own deadline
 def test_envkit_stuck_beyond_sigkill_does_not_hold_the_script(node: Node) -> None:
     # A process in uninterruptible sleep (a wedged GPU driver) survives SIGKILL, and `timeout`
     # then waits for it forever. Stand in for that with a `timeout` that ignores everything for
@@ -596,6 +604,7 @@ def test_prolog_lets_the_job_run_when_envkit_cannot_check(node: Node) -> None:
     assert "policy=ignore" in out.stderr
 
 
+@pytest.mark.slow  # a 2 s hang, the prolog's copy of the healthcheck's timeout path
 def test_prolog_fails_on_a_hang(node: Node) -> None:
     node.envkit(sleep=60)
     out = node.run(PROLOG, ENVKIT_TIMEOUT="1", ENVKIT_GRACE="1")

@@ -29,6 +29,7 @@ from envkit.report import (
     report_from_json,
 )
 from envkit.verify import ALL_CHECKS
+from tests.conftest import torch_collect_env
 
 FAIL, WARN, PASS, SKIP = Status.FAIL, Status.WARN, Status.PASS, Status.SKIP
 # Check ids the diagnosis work adds (issue 11); they are ranked before they are registered.
@@ -256,7 +257,7 @@ def test_the_drain_reason_uses_the_same_ranking() -> None:
 def collect_env() -> ModuleType:
     with warnings.catch_warnings():  # the CPU test wheel warns about numpy; warnings are errors here
         warnings.simplefilter("ignore")
-        module: ModuleType = pytest.importorskip("torch.utils.collect_env")
+        module: ModuleType = torch_collect_env()  # no torch import (tests/conftest.py)
     return module
 
 

@@ -138,6 +138,7 @@ def test_segfaulting_torch_with_deep(machine: MachineBuilder, tmp_path: Path) ->
     assert "killed by SIGSEGV" in installed.detail
 
 
+@pytest.mark.slow  # imports the real CPU torch (~6 s); the stand-in torch tests above are the fast ones
 def test_deep_on_the_real_cpu_torch(machine: MachineBuilder) -> None:
     import sys
 

@@ -27,6 +27,7 @@ from envkit.detect.collect_env import SOURCE, UNREPORTED_CHECKS, looks_like_coll
 from envkit.facts import Facts, facts_from_json, facts_to_json
 from envkit.report import CheckResult, Status
 from envkit.versions import ComputeCapability, NvVersion, Version
+from tests.conftest import torch_collect_env
 
 DATA = Path(__file__).parents[2] / "data"
 HEADER = "Collecting environment information...\n"
@@ -40,7 +41,7 @@ def collect_env() -> ModuleType:
     # Importing torch warns about a missing numpy on the CPU test wheel; warnings are errors here.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        module: ModuleType = pytest.importorskip("torch.utils.collect_env")
+        module: ModuleType = torch_collect_env()  # no torch import (tests/conftest.py)
     return module
 
 

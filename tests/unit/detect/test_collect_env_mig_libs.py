@@ -13,6 +13,7 @@ import pytest
 from envkit.checks import run_checks
 from envkit.detect.collect_env import parse_collect_env
 from envkit.report import Status
+from tests.conftest import torch_collect_env
 
 Render = Callable[..., str]
 
@@ -21,7 +22,7 @@ Render = Callable[..., str]
 def render() -> Render:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the CPU test wheel warns about a missing numpy
-        collect_env: ModuleType = pytest.importorskip("torch.utils.collect_env")
+        collect_env: ModuleType = torch_collect_env()  # no torch import (tests/conftest.py)
 
     def _render(**fields: Any) -> str:
         values: dict[str, Any] = dict.fromkeys(collect_env.SystemEnv._fields)

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from envkit.detect.host import (
     detect_cuda_libs,
     detect_host,
@@ -103,6 +105,8 @@ def test_wsl_is_recognised(machine) -> None:  # type: ignore[no-untyped-def]
     assert detect_host(machine.system()).wsl is True
 
 
+@pytest.mark.slow  # this machine itself: the fake roots above are the default suite's
+@pytest.mark.host_tools
 def test_real_machine_shm_and_interfaces() -> None:
     from envkit.system import System
 

@@ -50,6 +50,22 @@ def test_parse_nvcc_never_raises(text: str) -> None:
     parse_nvcc_version(text)
 
 
+def test_finds_the_toolkit_of_this_machine_kind(machine) -> None:  # type: ignore[no-untyped-def]
+    # This machine kind's layout, recorded: /usr/local/cuda -> cuda-13.0, whose nvcc printed
+    # tests/data/nvcc/13.0-this-machine.txt, and a /usr/local/bin/nvcc wrapper on PATH.
+    recorded = (Path(__file__).parents[2] / "data" / "nvcc" / "13.0-this-machine.txt").read_text()
+    toolkit(machine.root, "cuda-13.0", recorded)
+    (machine.root / "usr/local/cuda").symlink_to("cuda-13.0")
+    machine.program("nvcc", recorded)
+    found = detect_toolkits(machine.system())
+    real = [t for t in found if t.root == str(machine.root / "usr/local/cuda-13.0")]
+    assert len(real) == 1
+    assert real[0].version == Version("13.0.88") and real[0].on_path
+    assert "/usr/local/cuda" in real[0].sources and "/usr/local/cuda-13.0" in real[0].sources
+
+
+@pytest.mark.slow
+@pytest.mark.host_tools
 @pytest.mark.skipif(not REAL_CUDA.exists(), reason="needs the CUDA 13.0 toolkit of this machine kind")
 def test_finds_the_real_toolkit_of_this_machine() -> None:
     env = {"PATH": os.environ.get("PATH", "")}

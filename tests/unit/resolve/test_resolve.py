@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envkit.errors import InputError, NoBuildError
@@ -11,6 +10,7 @@ from envkit.knowledge import load_knowledge, variant_cuda
 from envkit.resolve import Channel, CudaKind, Plan, Request, parse_cuda_request, parse_torch_spec, resolve
 from envkit.resolve.target import GpuTarget, Target, parse_gpu
 from envkit.versions import ComputeCapability, NvVersion, Version
+from tests.conftest import check_property, examples
 
 K = load_knowledge()
 
@@ -303,9 +303,13 @@ def _try(t: Target, request: Request) -> Plan | None:
         return None
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(targets, st.sampled_from(DRIVERS))
-def test_a_newer_driver_never_yields_an_older_variant(t: Target, other: NvVersion) -> None:
+# The properties run 40 examples in the default suite, 300 under -m slow.
+@examples(40, 300)
+def test_a_newer_driver_never_yields_an_older_variant(max_examples: int) -> None:
+    check_property(max_examples, _newer_driver, targets, st.sampled_from(DRIVERS))
+
+
+def _newer_driver(t: Target, other: NvVersion) -> None:
     low, high = sorted([t.driver, other])  # type: ignore[type-var]
     a = _try(Target(t.platform, low, t.gpus, t.python), Request())
     b = _try(Target(t.platform, high, t.gpus, t.python), Request())
@@ -325,9 +329,17 @@ def test_a_newer_driver_never_yields_an_older_variant(t: Target, other: NvVersio
         assert variant_cuda(b.variant) >= variant_cuda(a.variant)  # type: ignore[operator]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(targets, st.sampled_from(["auto", "12", "13", "cpu", "12.6", "11.8"]))
-def test_every_plan_satisfies_every_rule(t: Target, cuda: str) -> None:
+@examples(40, 300)
+def test_every_plan_satisfies_every_rule(max_examples: int) -> None:
+    check_property(
+        max_examples,
+        _plan_satisfies_rules,
+        targets,
+        st.sampled_from(["auto", "12", "13", "cpu", "12.6", "11.8"]),
+    )
+
+
+def _plan_satisfies_rules(t: Target, cuda: str) -> None:
     p = _try(t, Request(cuda=parse_cuda_request(cuda)))
     if p is None:
         return
@@ -349,9 +361,12 @@ def test_every_plan_satisfies_every_rule(t: Target, cuda: str) -> None:
                 assert t.driver.major <= rule.last_branch
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(targets)
-def test_auto_never_picks_a_variant_without_a_gpus_arch(t: Target) -> None:
+@examples(40, 300)
+def test_auto_never_picks_a_variant_without_a_gpus_arch(max_examples: int) -> None:
+    check_property(max_examples, _auto_covers_the_gpus, targets)
+
+
+def _auto_covers_the_gpus(t: Target) -> None:
     p = _try(t, Request())
     if p is None:
         return

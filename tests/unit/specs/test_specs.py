@@ -444,6 +444,7 @@ def test_write_specs_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 # a real installer ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the network: pip against download.pytorch.org, where this machine can reach it
 def test_cpu_requirements_pass_pip_dry_run(tmp_path: Path) -> None:
     """The CPU requirements file against the real PyTorch index, where this machine can reach it."""
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
