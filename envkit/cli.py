@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from envkit.progress import RunProgress
+    from envkit.resolve.plan import PlanFlags
 
 
 def _exit_code_lines() -> str:
@@ -97,10 +98,88 @@ class _Guarded(TyperGroup):
         raise typer.Exit(_guarded(functools.partial(super().invoke, ctx)))
 
 
+# Real invocations for each command's --help; the README shows the same ones under each command
+# (tests/unit/test_help.py keeps the two equal).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "doctor": (
+        "envkit doctor",
+        "envkit doctor --deep",
+        "envkit doctor --env myenv --strict",
+        "envkit doctor --json > node.json",
+        "envkit doctor --from node.json",
+        "python -m torch.utils.collect_env | envkit doctor --from -",
+    ),
+    "resolve": (
+        "envkit resolve",
+        "envkit resolve --driver 535.104.05 --gpu sm_90 --python 3.11 --explain",
+        "envkit resolve --cuda 12 --channel conda --json",
+        "envkit resolve --no-gpu -q",
+    ),
+    "verify": (
+        "envkit verify",
+        "envkit verify --checks device,compile --env myenv",
+        "envkit verify --checks device,perf --json > verify.json",
+    ),
+    "mirrors": (
+        "envkit mirrors",
+        "envkit mirrors --kind pypi",
+        "envkit mirrors --probe --variant cu121",
+    ),
+    "preflight": (
+        "envkit preflight",
+        "envkit preflight --expect node.toml --verify device,dist",
+        "envkit preflight --json --junit preflight.xml --timeout 50",
+    ),
+    "fleet": (
+        "envkit fleet reports/",
+        "envkit fleet reports/*.json --html fleet.html --strict",
+    ),
+    "diff": ("envkit diff works.json broken.json",),
+    "spec": (
+        "envkit spec --list",
+        "envkit spec pt2 --cuda 12.1",
+        "envkit spec pt2-train --format uv --driver 535.104.05 --gpu sm_80 -o env/",
+        "envkit spec pt2 --channel conda --no-gpu --stdout",
+        "envkit spec --check environment.yml",
+    ),
+    "create": (
+        "envkit create pt2 --cuda 12.1",
+        "envkit create train --template pt2-train --backend uv --dry-run",
+        "envkit create pt2 --prefix /opt/envs/pt2 --wheelhouse wheels/ --offline --no-gpu",
+    ),
+    "lock": ("envkit lock pt2 --driver 535.104.05 --lock-platform linux-64 --lock-platform linux-aarch64",),
+}
+
+
+def _examples(command: str) -> str:
+    """The Examples paragraph of a command's --help ("\b": click prints it as it is)."""
+    return "\n".join(["\b", "Examples:", *(f"  {line}" for line in EXAMPLES[command])])
+
+
+def _complete_templates(incomplete: str) -> list[str]:
+    """Shell completion of template names (the built-in ones; a path completes as a file)."""
+    from envkit.specs.template import list_templates
+
+    return [t.name for t in list_templates() if t.name.startswith(incomplete)]
+
+
+def _complete_verify_checks(incomplete: str) -> list[str]:
+    """Shell completion of a comma list of verify checks: the last item completes."""
+    from envkit.verify import ALL_CHECKS
+
+    done, _, last = incomplete.rpartition(",")
+    chosen = set(done.split(",")) if done else set()
+    head = f"{done}," if done else ""
+    return [head + c for c in ALL_CHECKS if c.startswith(last) and c not in chosen]
+
+
 app = typer.Typer(
     cls=_Guarded,
     help=HELP,
-    add_completion=False,
+    # `envkit --install-completion` (typer's own: bash, zsh, fish, PowerShell) completes the commands,
+    # their options, template names and verify checks.
+    add_completion=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -173,6 +252,74 @@ Quiet = Annotated[
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show every check's detail.")]
 
 
+# The target/request flags of resolve, spec, lock and create: declared once, read into PlanFlags by
+# _plan_flags, so each means the same on every command.
+Driver = Annotated[
+    Optional[str],
+    typer.Option("--driver", metavar="VERSION", help="Plan for this driver (e.g. 535.104.05; sets __cuda)."),
+]
+Gpu = Annotated[
+    Optional[list[str]],
+    typer.Option("--gpu", metavar="GPU", help="Plan for this GPU: sm_90, 8.6 or a model (repeatable)."),
+]
+NoGpu = Annotated[bool, typer.Option("--no-gpu", help="Plan for a machine without a GPU.")]
+PlatformOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--platform", metavar="PLATFORM", help="linux-x86_64, linux-aarch64, windows-x86_64, macos-arm64."
+    ),
+]
+PlanPython = Annotated[
+    Optional[str],
+    typer.Option("--python", metavar="VERSION", help="Plan for this Python (e.g. 3.11)."),
+]
+PlanEnv = Annotated[
+    Optional[str],
+    typer.Option("--env", metavar="NAME", help="Take Python and platform from this environment."),
+]
+TorchSpec = Annotated[
+    Optional[str], typer.Option("--torch", metavar="SPEC", help="torch version spec: 2.5.*, >=2.4, 2.5.1.")
+]
+Cuda = Annotated[
+    str,
+    typer.Option("--cuda", metavar="CUDA", help="auto | cpu | 12.1 | cu121 | 12 (newest 12.x) | rocm6.2."),
+]
+ChannelOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--channel", metavar="CHANNEL", help="pip or conda (default: pip; spec/create: the template's)."
+    ),
+]
+
+
+def _plan_flags(
+    *,
+    driver: Optional[str],
+    gpu: Optional[list[str]],
+    no_gpu: bool,
+    platform: Optional[str],
+    python: Optional[str],
+    env: Optional[str],
+    torch: Optional[str],
+    cuda: str,
+    channel: str,
+) -> PlanFlags:
+    """The shared flags as one PlanFlags (checked when the request and target are made of it)."""
+    from envkit.resolve.plan import PlanFlags
+
+    return PlanFlags(
+        driver=driver,
+        gpus=tuple(gpu or ()),
+        no_gpu=no_gpu,
+        platform=platform,
+        python=python,
+        env_name=env,
+        torch=torch,
+        cuda=cuda,
+        channel=channel,
+    )
+
+
 @contextlib.contextmanager
 def _run_progress(*, quiet: bool, json_out: bool) -> Iterator[RunProgress]:
     """Live progress on stderr for a long run, only where a person watches: stderr is a terminal,
@@ -204,7 +351,7 @@ def _main(
     """Get PyTorch 2 working on NVIDIA GPUs, and prove it."""
 
 
-@app.command()
+@app.command(epilog=_examples("doctor"))
 def doctor(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the envkit.report/1 JSON on stdout.")
@@ -214,19 +361,19 @@ def doctor(
     ] = False,
     python: Annotated[
         Optional[str],
-        typer.Option("--python", help="Inspect this interpreter (or environment folder)."),
+        typer.Option("--python", metavar="PATH", help="Inspect this interpreter (or environment folder)."),
     ] = None,
     env: Annotated[
         Optional[str],
-        typer.Option("--env", help="Inspect the conda / envkit environment of this name."),
+        typer.Option("--env", metavar="NAME", help="Inspect the conda / envkit environment of this name."),
     ] = None,
     from_file: Annotated[
         Optional[str],
-        typer.Option("--from", help="Diagnose a saved report instead of this machine."),
+        typer.Option("--from", metavar="FILE", help="Diagnose a saved report instead of this machine."),
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds the whole run may take.", min=0.1)
+        float, typer.Option("--timeout", metavar="SECONDS", help="Seconds the whole run may take.", min=0.1)
     ] = 30.0,
     verbose: Verbose = False,
     quiet: Quiet = False,
@@ -254,64 +401,56 @@ def doctor(
     return report.exit_code(strict=strict)
 
 
-@app.command()
+@app.command(epilog=_examples("resolve"))
 def resolve(
     json_out: Annotated[bool, typer.Option("--json", help="Print the envkit.plan/1 JSON on stdout.")] = False,
     explain: Annotated[
         bool, typer.Option("--explain", help="Say why each newer candidate was passed over.")
     ] = False,
-    torch: Annotated[
-        Optional[str], typer.Option("--torch", help="torch version spec: 2.5.*, >=2.4, 2.5.1")
-    ] = None,
-    cuda: Annotated[
-        str, typer.Option("--cuda", help="auto | cpu | 12.1 | cu121 | 12 (newest 12.x) | rocm6.2")
-    ] = "auto",
-    channel: Annotated[str, typer.Option("--channel", help="pip or conda")] = "pip",
-    driver: Annotated[
-        Optional[str], typer.Option("--driver", help="Plan for this driver (e.g. 535.104.05).")
-    ] = None,
-    gpu: Annotated[
-        Optional[list[str]],
-        typer.Option("--gpu", help="Plan for this GPU: sm_90, 8.6 or a model (repeatable)."),
-    ] = None,
-    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Plan for a machine without a GPU.")] = False,
-    platform: Annotated[
-        Optional[str],
-        typer.Option("--platform", help="linux-x86_64, linux-aarch64, windows-x86_64, macos-arm64"),
-    ] = None,
-    python: Annotated[
-        Optional[str], typer.Option("--python", help="Plan for this Python (e.g. 3.10).")
-    ] = None,
-    env: Annotated[
-        Optional[str], typer.Option("--env", help="Take Python and platform from this environment.")
-    ] = None,
+    torch: TorchSpec = None,
+    cuda: Cuda = "auto",
+    channel: ChannelOpt = None,
+    driver: Driver = None,
+    gpu: Gpu = None,
+    no_gpu: NoGpu = False,
+    platform: PlatformOpt = None,
+    python: PlanPython = None,
+    env: PlanEnv = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Same as --explain: what was passed over, and why.")
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print only the install command (or the JSON).")
+    ] = False,
 ) -> int:
     """Which torch build, CUDA variant, Python and index fit this (or another) machine."""
-    from envkit.commands.resolve import PlanFlags, make_plan
+    from envkit.commands.resolve import make_plan
     from envkit.system import System
 
-    flags = PlanFlags(
+    flags = _plan_flags(
         driver=driver,
-        gpus=tuple(gpu or ()),
+        gpu=gpu,
         no_gpu=no_gpu,
         platform=platform,
         python=python,
-        env_name=env,
+        env=env,
         torch=torch,
         cuda=cuda,
-        channel=channel,
+        channel=channel or "pip",
     )
     plan = make_plan(System(), flags)
     if json_out:
         print_json(plan.to_json())
+    elif quiet:
+        stdout.print(plan.conda_command() if plan.conda is not None else plan.pip_command(), markup=False)
     else:
         from envkit.render.console import render_plan
 
-        render_plan(plan, stdout, explain=explain)
+        render_plan(plan, stdout, explain=explain or verbose)
     return 0
 
 
-@app.command()
+@app.command(epilog=_examples("verify"))
 def verify(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the envkit.report/1 JSON on stdout.")
@@ -319,17 +458,22 @@ def verify(
     checks: Annotated[
         Optional[str],
         typer.Option(
-            "--checks", help="Comma list of device, compile, amp, dist, perf (default: all but perf)."
+            "--checks",
+            metavar="CHECKS",
+            autocompletion=_complete_verify_checks,
+            help="Comma list of device, compile, amp, dist, perf (default: all but perf).",
         ),
     ] = None,
     python: Annotated[
-        Optional[str], typer.Option("--python", help="Verify this interpreter (or environment folder).")
+        Optional[str],
+        typer.Option("--python", metavar="PATH", help="Verify this interpreter (or environment folder)."),
     ] = None,
     env: Annotated[
-        Optional[str], typer.Option("--env", help="Verify the conda / envkit environment of this name.")
+        Optional[str],
+        typer.Option("--env", metavar="NAME", help="Verify the conda / envkit environment of this name."),
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Seconds the whole run may take.", min=1)
+        float, typer.Option("--timeout", metavar="SECONDS", help="Seconds the whole run may take.", min=1)
     ] = 600.0,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
     verbose: Verbose = False,
@@ -354,7 +498,7 @@ def verify(
     return report.exit_code(strict=strict)
 
 
-@app.command()
+@app.command(epilog=_examples("mirrors"))
 def mirrors(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the envkit.mirrors/1 JSON on stdout.")
@@ -363,12 +507,18 @@ def mirrors(
         bool, typer.Option("--probe", help="Fetch each mirror's page for the variant and time it.")
     ] = False,
     variant: Annotated[
-        str, typer.Option("--variant", help="Wheel variant the torch mirrors must serve (cu121, cpu, …).")
+        str,
+        typer.Option(
+            "--variant", metavar="VARIANT", help="Wheel variant the torch mirrors must serve (cu121, cpu, …)."
+        ),
     ] = "cpu",
     kind: Annotated[
-        Optional[str], typer.Option("--kind", help="Only torch-wheels, pypi or conda mirrors.")
+        Optional[str],
+        typer.Option("--kind", metavar="KIND", help="Only torch-wheels, pypi or conda mirrors."),
     ] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per request.", min=0.1)] = 3.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", metavar="SECONDS", help="Seconds per request.", min=0.1)
+    ] = 3.0,
 ) -> int:
     """The package indexes and mirrors envkit knows, and (--probe) which ones serve a variant."""
     from envkit.mirrors.choose import mirror_table
@@ -383,27 +533,42 @@ def mirrors(
     return 0
 
 
-@app.command()
+@app.command(epilog=_examples("preflight"))
 def preflight(
     expect: Annotated[
-        Optional[str], typer.Option("--expect", help="TOML file of what this node must look like.")
+        Optional[str],
+        typer.Option("--expect", metavar="FILE", help="TOML file of what this node must look like."),
     ] = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the envkit.report/1 JSON on stdout.")
     ] = False,
     junit: Annotated[
-        Optional[str], typer.Option("--junit", help="Also write JUnit XML to this file.")
+        Optional[str], typer.Option("--junit", metavar="FILE", help="Also write JUnit XML to this file.")
     ] = None,
     timeout: Annotated[
         float,
-        typer.Option("--timeout", help="Hard budget in seconds (Slurm kills health checks at 60).", min=1),
+        typer.Option(
+            "--timeout",
+            metavar="SECONDS",
+            help="Hard budget in seconds (Slurm kills health checks at 60).",
+            min=1,
+        ),
     ] = 30.0,
     verify_checks: Annotated[
         Optional[str],
-        typer.Option("--verify", help="Also run these verify checks: device,compile,amp,dist,perf."),
+        typer.Option(
+            "--verify",
+            metavar="CHECKS",
+            autocompletion=_complete_verify_checks,
+            help="Also run these verify checks: device,compile,amp,dist,perf.",
+        ),
     ] = None,
-    python: Annotated[Optional[str], typer.Option("--python", help="Check this interpreter.")] = None,
-    env: Annotated[Optional[str], typer.Option("--env", help="Check the environment of this name.")] = None,
+    python: Annotated[
+        Optional[str], typer.Option("--python", metavar="PATH", help="Check this interpreter.")
+    ] = None,
+    env: Annotated[
+        Optional[str], typer.Option("--env", metavar="NAME", help="Check the environment of this name.")
+    ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also print the report (every check) on stdout.")
@@ -456,16 +621,17 @@ def preflight(
     return code
 
 
-@app.command()
+@app.command(epilog=_examples("fleet"))
 def fleet(
     reports: Annotated[
-        list[str], typer.Argument(help="Per-node envkit.report/1 JSON files, or folders of them.")
+        list[str],
+        typer.Argument(metavar="REPORT|FOLDER...", help="Per-node envkit.report/1 JSON files, or folders of them."),
     ],
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the envkit.fleet/1 JSON on stdout.")
     ] = False,
     html: Annotated[
-        Optional[str], typer.Option("--html", help="Also write a self-contained HTML page.")
+        Optional[str], typer.Option("--html", metavar="FILE", help="Also write a self-contained HTML page.")
     ] = None,
     strict: Annotated[
         bool,
@@ -504,10 +670,10 @@ def fleet(
     return fleet_view.exit_code(strict=strict)
 
 
-@app.command()
+@app.command(epilog=_examples("diff"))
 def diff(
-    a: Annotated[str, typer.Argument(help="The report of the machine where it works.")],
-    b: Annotated[str, typer.Argument(help="The report of the machine where it does not.")],
+    a: Annotated[str, typer.Argument(metavar="A.json", help="The report of the machine where it works.")],
+    b: Annotated[str, typer.Argument(metavar="B.json", help="The report of the machine where it does not.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the envkit.diff/1 JSON on stdout.")] = False,
 ) -> int:
     """Why the same code works on one machine and not the other: the differing facts, worst first."""
@@ -523,54 +689,77 @@ def diff(
     return 0
 
 
-@app.command()
+@app.command(epilog=_examples("spec"))
 def spec(
     template: Annotated[
-        Optional[str], typer.Argument(help="A template name (pt2, pt2-minimal, pt2-train) or a .toml path.")
+        Optional[str],
+        typer.Argument(
+            metavar="TEMPLATE",
+            autocompletion=_complete_templates,
+            help="A template name (pt2, pt2-minimal, pt2-train) or a .toml path.",
+        ),
     ] = None,
-    fmt: Annotated[Optional[str], typer.Option("--format", help="conda, pip, uv or conda-lock.")] = None,
-    out: Annotated[str, typer.Option("--output", "-o", help="Folder to write the files into.")] = ".",
+    fmt: Annotated[
+        Optional[str],
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            help="conda, pip, uv or conda-lock (default: --channel's, else the template's channel: "
+            "conda for a conda template, else pip).",
+        ),
+    ] = None,
+    out: Annotated[
+        str, typer.Option("--output", "-o", metavar="DIR", help="Folder to write the files into.")
+    ] = ".",
     mirror: Annotated[
-        Optional[list[str]], typer.Option("--mirror", help="NAME, auto, URL or KIND=URL (repeatable).")
+        Optional[list[str]],
+        typer.Option("--mirror", metavar="MIRROR", help="NAME, auto, URL or KIND=URL (repeatable)."),
     ] = None,
     pip_in_conda: Annotated[
         bool, typer.Option("--pip-in-conda", help="A conda env whose torch comes through pip.")
     ] = False,
-    name: Annotated[Optional[str], typer.Option("--name", help="The environment's name in the spec.")] = None,
+    name: Annotated[
+        Optional[str], typer.Option("--name", metavar="NAME", help="The environment's name in the spec.")
+    ] = None,
     to_stdout: Annotated[bool, typer.Option("--stdout", help="Print the (single) file instead.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace files envkit did not write.")] = False,
     list_templates: Annotated[bool, typer.Option("--list", help="List the built-in templates.")] = False,
     check: Annotated[
-        Optional[str], typer.Option("--check", help="Check an existing environment.yml / requirements.txt.")
+        Optional[str],
+        typer.Option("--check", metavar="FILE", help="Check an existing environment.yml / requirements.txt."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="With --check: the findings as JSON.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="With --check: warnings fail too.")] = False,
-    torch: Annotated[Optional[str], typer.Option("--torch", help="torch version spec: 2.5.*, >=2.4")] = None,
-    cuda: Annotated[str, typer.Option("--cuda", help="auto | cpu | 12.1 | cu121 | 12")] = "auto",
-    driver: Annotated[Optional[str], typer.Option("--driver", help="Plan for this driver.")] = None,
-    gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="Plan for this GPU (repeatable).")] = None,
-    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Plan for a machine without a GPU.")] = False,
-    platform: Annotated[Optional[str], typer.Option("--platform", help="linux-x86_64, … ")] = None,
-    python: Annotated[Optional[str], typer.Option("--python", help="Plan for this Python (3.10).")] = None,
-    env: Annotated[
-        Optional[str], typer.Option("--env", help="Take Python and platform from this env.")
-    ] = None,
+    torch: TorchSpec = None,
+    cuda: Cuda = "auto",
+    channel: ChannelOpt = None,
+    driver: Driver = None,
+    gpu: Gpu = None,
+    no_gpu: NoGpu = False,
+    platform: PlatformOpt = None,
+    python: PlanPython = None,
+    env: PlanEnv = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="With --check: every finding's detail.")
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Do not list the files written (stderr).")
+    ] = False,
 ) -> int:
     """Render a template into conda / pip / uv / conda-lock specs, or --check a spec people already have."""
     from envkit.commands import spec as spec_command
-    from envkit.commands.resolve import PlanFlags
     from envkit.system import System
 
-    flags = PlanFlags(
+    flags = _plan_flags(
         driver=driver,
-        gpus=tuple(gpu or ()),
+        gpu=gpu,
         no_gpu=no_gpu,
         platform=platform,
         python=python,
-        env_name=env,
+        env=env,
         torch=torch,
         cuda=cuda,
-        channel="pip",
+        channel=channel or "pip",  # the format decides (commands.spec checks --channel agrees)
     )
     if list_templates:
         from envkit.render.spec import render_templates
@@ -585,7 +774,7 @@ def spec(
         else:
             from envkit.render.console import render_checks
 
-            render_checks(checked.results, stdout, title=f"envkit spec --check {check}")
+            render_checks(checked.results, stdout, title=f"envkit spec --check {check}", verbose=verbose)
         return checked.exit_code
     if not to_stdout:
         from envkit._files import check_output
@@ -602,34 +791,47 @@ def spec(
         name=name,
         to_stdout=to_stdout,
         force=force,
+        channel=channel,
     )
     from envkit.render.spec import render_spec_files
 
-    render_spec_files(made, stderr)
+    if not quiet:
+        render_spec_files(made, stderr)
     if to_stdout:
         sys.stdout.write(made.single())
     return 0
 
 
-@app.command()
+@app.command(epilog=_examples("create"))
 def create(
     name: Annotated[
         Optional[str],
-        typer.Argument(help="The environment's name (conda env name, or envkit's envs folder)."),
+        typer.Argument(
+            metavar="NAME", help="The environment's name (conda env name, or envkit's envs folder)."
+        ),
     ] = None,
-    prefix: Annotated[Optional[str], typer.Option("--prefix", help="Create it at this path instead.")] = None,
+    prefix: Annotated[
+        Optional[str], typer.Option("--prefix", metavar="PATH", help="Create it at this path instead.")
+    ] = None,
     template: Annotated[
         Optional[str],
-        typer.Option("--template", help="Template name or .toml path (default: NAME's, else pt2)."),
+        typer.Option(
+            "--template",
+            metavar="TEMPLATE",
+            autocompletion=_complete_templates,
+            help="Template name or .toml path (default: NAME's, else pt2).",
+        ),
     ] = None,
     backend: Annotated[
-        str, typer.Option("--backend", help="auto, conda, mamba, micromamba, uv or venv.")
+        str, typer.Option("--backend", metavar="BACKEND", help="auto, conda, mamba, micromamba, uv or venv.")
     ] = "auto",
     mirror: Annotated[
-        Optional[list[str]], typer.Option("--mirror", help="NAME, auto, URL or KIND=URL (repeatable).")
+        Optional[list[str]],
+        typer.Option("--mirror", metavar="MIRROR", help="NAME, auto, URL or KIND=URL (repeatable)."),
     ] = None,
     wheelhouse: Annotated[
-        Optional[str], typer.Option("--wheelhouse", help="A folder of wheels to install from too.")
+        Optional[str],
+        typer.Option("--wheelhouse", metavar="DIR", help="A folder of wheels to install from too."),
     ] = None,
     offline: Annotated[bool, typer.Option("--offline", help="Install only from --wheelhouse.")] = False,
     dry_run: Annotated[
@@ -644,32 +846,33 @@ def create(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the envkit.create/1 JSON on stdout.")
     ] = False,
-    torch: Annotated[Optional[str], typer.Option("--torch", help="torch version spec: 2.5.*, >=2.4")] = None,
-    cuda: Annotated[str, typer.Option("--cuda", help="auto | cpu | 12.1 | cu121 | 12")] = "auto",
-    channel: Annotated[
-        Optional[str], typer.Option("--channel", help="pip or conda (default: the template's)")
-    ] = None,
-    driver: Annotated[Optional[str], typer.Option("--driver", help="Plan for this driver.")] = None,
-    gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="Plan for this GPU (repeatable).")] = None,
-    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Plan for a machine without a GPU.")] = False,
-    platform: Annotated[Optional[str], typer.Option("--platform", help="linux-x86_64, …")] = None,
-    python: Annotated[
-        Optional[str], typer.Option("--python", help="Python for the new environment (3.11).")
-    ] = None,
+    torch: TorchSpec = None,
+    cuda: Cuda = "auto",
+    channel: ChannelOpt = None,
+    driver: Driver = None,
+    gpu: Gpu = None,
+    no_gpu: NoGpu = False,
+    platform: PlatformOpt = None,
+    python: PlanPython = None,
+    env: PlanEnv = None,
+    verbose: Verbose = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No plan or live progress on stderr (errors still show).")
+    ] = False,
 ) -> int:
     """Resolve, write the specs, install, verify: all or nothing."""
     from envkit.commands import create as create_command
     from envkit.create.prepare import CreateRequest
     from envkit.render.create import install_progress, render_created, render_installation
-    from envkit.resolve.plan import PlanFlags
     from envkit.system import System
 
-    flags = PlanFlags(
+    flags = _plan_flags(
         driver=driver,
-        gpus=tuple(gpu or ()),
+        gpu=gpu,
         no_gpu=no_gpu,
         platform=platform,
         python=python,
+        env=env,
         torch=torch,
         cuda=cuda,
         channel=channel or "pip",
@@ -686,54 +889,71 @@ def create(
         else:
             render_installation(install, stdout, will=will)
         return 0
-    render_installation(install, stderr)
-    with install_progress(stderr) as progress:
-        created = create_command.run(system, install, force=force, verify=not no_verify, progress=progress)
+    if quiet:
+        created = create_command.run(system, install, force=force, verify=not no_verify)
+    else:
+        render_installation(install, stderr)
+        with install_progress(stderr) as progress:
+            created = create_command.run(
+                system, install, force=force, verify=not no_verify, progress=progress
+            )
     if json_out:
         print_json(created.to_json())
-    render_created(created, None if json_out else stdout, stderr)
+    render_created(created, None if json_out else stdout, stderr, verbose=verbose)
     return created.exit_code
 
 
-@app.command()
+@app.command(epilog=_examples("lock"))
 def lock(
     template: Annotated[
-        str, typer.Argument(help="Template name (pt2, pt2-minimal, pt2-train) or .toml path.")
+        str,
+        typer.Argument(
+            metavar="TEMPLATE",
+            autocompletion=_complete_templates,
+            help="Template name (pt2, pt2-minimal, pt2-train) or .toml path.",
+        ),
     ] = "pt2",
-    out: Annotated[str, typer.Option("--output", "-o", help="Folder for conda-lock.yml.")] = ".",
+    out: Annotated[
+        str, typer.Option("--output", "-o", metavar="DIR", help="Folder for conda-lock.yml.")
+    ] = ".",
     lock_platform: Annotated[
-        Optional[list[str]], typer.Option("--lock-platform", help="conda subdir (linux-64, …); repeatable.")
+        Optional[list[str]],
+        typer.Option("--lock-platform", metavar="SUBDIR", help="conda subdir (linux-64, …); repeatable."),
     ] = None,
     mirror: Annotated[
-        Optional[list[str]], typer.Option("--mirror", help="NAME, URL or KIND=URL (repeatable).")
+        Optional[list[str]],
+        typer.Option("--mirror", metavar="MIRROR", help="NAME, URL or KIND=URL (repeatable)."),
     ] = None,
-    torch: Annotated[Optional[str], typer.Option("--torch", help="torch version spec: 2.5.*, >=2.4")] = None,
-    cuda: Annotated[str, typer.Option("--cuda", help="auto | cpu | 12.1 | cu121 | 12")] = "auto",
-    driver: Annotated[
-        Optional[str], typer.Option("--driver", help="Plan for this driver (sets __cuda).")
-    ] = None,
-    gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="Plan for this GPU (repeatable).")] = None,
-    no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Plan for a machine without a GPU.")] = False,
-    platform: Annotated[Optional[str], typer.Option("--platform", help="linux-x86_64, …")] = None,
-    python: Annotated[Optional[str], typer.Option("--python", help="Plan for this Python (3.11).")] = None,
+    torch: TorchSpec = None,
+    cuda: Cuda = "auto",
+    channel: ChannelOpt = None,
+    driver: Driver = None,
+    gpu: Gpu = None,
+    no_gpu: NoGpu = False,
+    platform: PlatformOpt = None,
+    python: PlanPython = None,
+    env: PlanEnv = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No conda-lock progress or notes on stderr.")
+    ] = False,
 ) -> int:
     """Lock a conda environment with conda-lock (envkit[lock]); __cuda comes from the target driver."""
     from envkit._files import check_output
     from envkit.commands.lock import lock as run_lock
     from envkit.commands.lock import prepare_lock
-    from envkit.resolve.plan import PlanFlags
     from envkit.system import System
 
     check_output(out, label=f"--output {out}", folder=True)
-    flags = PlanFlags(
+    flags = _plan_flags(
         driver=driver,
-        gpus=tuple(gpu or ()),
+        gpu=gpu,
         no_gpu=no_gpu,
         platform=platform,
         python=python,
+        env=env,
         torch=torch,
         cuda=cuda,
-        channel="conda",
+        channel=channel or "conda",  # a conda lock: prepare_lock refuses --channel pip
     )
     system = System()
     job = prepare_lock(
@@ -744,11 +964,14 @@ def lock(
         out_dir=out,
         mirrors=tuple(mirror or ()),
     )
-    with stderr.status("conda-lock …") as status:
-        path = run_lock(
-            system, job, on_line=lambda line: status.update(line.strip()[:120]) if line.strip() else None
-        )
-    stderr.print(f"wrote {path}", markup=False)
+    if quiet:
+        path = run_lock(system, job)
+    else:
+        with stderr.status("conda-lock …") as status:
+            path = run_lock(
+                system, job, on_line=lambda line: status.update(line.strip()[:120]) if line.strip() else None
+            )
+        stderr.print(f"wrote {path}", markup=False)
     return 0
 
 

@@ -27,9 +27,12 @@ def prepare_lock(
     """Resolve the plan and build conda-lock's inputs and command line (nothing is run or written)."""
     from envkit.commands.resolve import make_plan
     from envkit.create.lock import lock_job
+    from envkit.errors import InputError
     from envkit.specs.render import spec_flags
     from envkit.specs.template import load_template
 
+    if flags.channel != "conda":  # --channel is the resolve flag; a conda lock has one answer
+        raise InputError(f"--channel {flags.channel}: envkit lock makes conda locks (--channel conda)")
     template = load_template(template_name)
     plan = make_plan(system, spec_flags(template, flags, "conda-lock"))  # the format picks conda
     return lock_job(system, plan, template, platforms=platforms, out_dir=out_dir, mirrors=mirrors)

@@ -78,15 +78,38 @@ def render(
     name: Optional[str],
     to_stdout: bool,
     force: bool,
+    channel: Optional[str] = None,
 ) -> SpecFiles:
     """Resolve the plan for the template, render its files, and write them into ``out`` unless
-    ``to_stdout`` (then the caller prints ``SpecFiles.single()``)."""
+    ``to_stdout`` (then the caller prints ``SpecFiles.single()``).
+
+    The format decides the channel (conda formats resolve for conda unless ``pip_in_conda``);
+    ``channel`` (``--channel``), when given, picks the format left open and must agree with one given.
+    """
     from envkit.commands.resolve import make_plan
-    from envkit.specs.render import default_format, render_specs, spec_flags, spec_mirrors, write_specs
+    from envkit.specs.render import (
+        CONDA_FORMATS,
+        default_format,
+        render_specs,
+        spec_flags,
+        spec_mirrors,
+        write_specs,
+    )
     from envkit.specs.template import load_template
 
+    if channel is not None and channel not in ("pip", "conda"):
+        raise InputError(f"--channel {channel!r}: pip or conda")
     template = load_template(template_name)
-    chosen = fmt or default_format(template)
+    chosen = fmt or (channel if channel is not None else default_format(template))
+    if channel is not None:
+        resolves_for = "conda" if chosen in CONDA_FORMATS and not pip_in_conda else "pip"
+        if channel != resolves_for:
+            raise InputError(
+                f"--channel {channel} and --format {chosen} disagree: --format {chosen} "
+                f"{'takes torch from conda' if resolves_for == 'conda' else 'installs torch with pip'}",
+                hint="leave one of them out"
+                + ("; --pip-in-conda puts torch from pip into a conda env" if channel == "pip" else ""),
+            )
     plan = make_plan(system, spec_flags(template, flags, chosen, pip_in_conda=pip_in_conda))
     chosen_mirrors = spec_mirrors(mirrors, plan.variant) if mirrors else None
     files = render_specs(

@@ -226,10 +226,12 @@ def render_mirrors(table: dict[str, Any], console: Console) -> None:
             console.print(Text(f"{'':27s}{row['caveats']}", style="dim"))
 
 
-def render_checks(checks: Sequence[CheckResult], console: Console, *, title: str) -> None:
+def render_checks(
+    checks: Sequence[CheckResult], console: Console, *, title: str, verbose: bool = False
+) -> None:
     """A flat list of check results (e.g. ``envkit spec --check``), each with its fix."""
     console = safe_console(console)
     glyphs = glyphs_for(console)
     console.print(Text(title, style="bold"))
     for result in checks:
-        console.print(_result(result, False, glyphs))
+        console.print(_result(result, verbose, glyphs))

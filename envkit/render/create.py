@@ -75,11 +75,13 @@ def install_progress(console: Console) -> Iterator[InstallProgress]:
         yield InstallProgress(console, status)
 
 
-def render_created(created: Created, console: Optional[Console], errors: Console) -> None:
+def render_created(
+    created: Created, console: Optional[Console], errors: Console, *, verbose: bool = False
+) -> None:
     """The verify report on ``console`` (stdout; None with --json, which carries it) and where the
     environment is, with how to enter it (stderr)."""
     if created.report is not None and console is not None:
         from envkit.render.console import render_report
 
-        render_report(created.report, console, title="envkit verify")
+        render_report(created.report, console, title="envkit verify", verbose=verbose)
     safe_console(errors).print(Text(f"created {created.install.prefix}; use it with: {created.activate}"))
