@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from envkit.create.install import CONDA_FAMILY, Installation, Step
+from envkit.create.backends import CONDA_FAMILY, Step
+from envkit.create.install import Installation
 from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK
 from envkit.report import Report
 
@@ -85,13 +86,14 @@ class Created:
 def prepare(system: System, request: CreateRequest) -> Installation:
     """Resolve the plan for the request and lay out the installation; nothing is written or run."""
     from envkit.commands.resolve import make_plan
-    from envkit.create.prepare import check_request, choose_format, choose_template, lay_out
+    from envkit.create.prepare import check_request, choose_format, choose_template, lay_out, local_builds
     from envkit.specs.render import spec_flags
 
     check_request(system, request)
     template = choose_template(request)
     fmt = choose_format(system, request, template)
-    plan = make_plan(system, spec_flags(template, request.flags, fmt))  # fmt decides the channel
+    flags = spec_flags(template, request.flags, fmt)  # fmt decides the channel
+    plan = make_plan(system, flags, available=local_builds(request))
     return lay_out(system, request, template, fmt, plan)
 
 

@@ -8,20 +8,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from envkit.create.install import (
+from envkit.create.backends import (
     CONDA_FAMILY,
-    Installation,
     backend_exe,
     build_steps,
     choose_backend,
     default_prefix,
     find_tool,
 )
+from envkit.create.install import Installation
 from envkit.create.place import check_name, check_prefix
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge
 from envkit.knowledge.mirrors import MirrorKind
 from envkit.mirrors.choose import pip_args
+from envkit.resolve.available import Available, read_wheelhouse
 from envkit.resolve.plan import PlanFlags
 from envkit.specs.pip import pip_source, placeholder_values
 from envkit.specs.render import render_specs, spec_mirrors
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from envkit.resolve.plan import Plan
     from envkit.system import System
 
-__all__ = ["CreateRequest", "check_request", "choose_format", "choose_template", "lay_out"]
+__all__ = ["CreateRequest", "check_request", "choose_format", "choose_template", "lay_out", "local_builds"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,16 @@ def check_request(system: System, request: CreateRequest) -> None:
     if request.wheelhouse and not Path(request.wheelhouse).is_dir():
         raise InputError(f"--wheelhouse {request.wheelhouse}: not a folder")
     backend_exe(system, request.backend)  # an unknown or missing installer fails before resolving
+
+
+def local_builds(request: CreateRequest) -> Optional[Available]:
+    """The torch builds the plan must come from: the wheelhouse's, when it holds torch wheels or
+    ``--offline`` leaves pip nothing else (pip install --no-index reads only --find-links); None
+    when torch may come from an index."""
+    if not request.wheelhouse:
+        return None
+    available = read_wheelhouse(Path(request.wheelhouse).absolute())
+    return available if available.builds or request.offline else None
 
 
 def lay_out(system: System, request: CreateRequest, template: Template, fmt: str, plan: Plan) -> Installation:

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from envkit.commands.create import Created
-    from envkit.create.install import Installation, Step
+    from envkit.create.backends import Step
+    from envkit.create.install import Installation
 
 __all__ = ["InstallProgress", "install_progress", "render_created", "render_installation"]
 
@@ -35,6 +36,8 @@ def render_installation(install: Installation, console: Console, *, will: Sequen
     console.print(Text(f"  torch {plan.torch} + {plan.variant} ({cuda}) for {plan.target.describe()}"))
     for warning in plan.warnings:
         console.print(Text(f"  ! {warning}", style="yellow"))
+    for note in plan.notes:
+        console.print(Text(f"  {note}", style="dim"))
     for step in install.steps:
         console.print(Text(f"  $ {step.shown()}"))
     for name in install.spec_files:
