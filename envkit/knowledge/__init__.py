@@ -19,6 +19,7 @@ from typing import Any, Final, Optional
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from envkit.knowledge._table import DATA_DIR, KnowledgeError, Row, read_table, single_table, table_rows
+from envkit.knowledge.containers import BaseImage, read_images
 from envkit.versions import ComputeCapability, NvVersion, Version
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "PLATFORMS",
     "VARIANT_PATTERN",
     "ArchRow",
+    "BaseImage",
     "CudaFamily",
     "DriverArchRule",
     "DriverFloor",
@@ -240,6 +242,7 @@ class Knowledge:
     driver_rules: tuple[DriverArchRule, ...]
     gpus: tuple[Gpu, ...]
     conda: CondaRoutes
+    images: tuple[BaseImage, ...] = ()  # containers.toml: base images for spec --format docker/apptainer
 
     def release(self, version: Version) -> Optional[Release]:
         public = Version(version.public)
@@ -564,6 +567,7 @@ def load_knowledge() -> Knowledge:
         driver_rules=_driver_rules(cuda_data),
         gpus=tuple(_gpu(r) for r in table_rows(read_table("gpus"), "gpus.toml", "gpu")),
         conda=_conda(read_table("conda")),
+        images=read_images(),
     )
     _cross_check(knowledge)
     return knowledge

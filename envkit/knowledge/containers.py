@@ -5,7 +5,6 @@ envkit.specs.container's.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import Final, Optional
@@ -14,7 +13,7 @@ from envkit._serial import StrEnum
 from envkit.knowledge._table import KnowledgeError, Row, read_table, table_rows
 from envkit.versions import Version
 
-__all__ = ["BaseImage", "ImageKind", "load_images"]
+__all__ = ["BaseImage", "ImageKind", "load_images", "read_images"]
 
 # registry/name:tag, no digest: what a FROM line and Apptainer's "From:" take.
 _REF_RE: Final = re.compile(r"^[a-z0-9][a-z0-9._/-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -52,11 +51,18 @@ def _image(row: Row) -> BaseImage:
     return BaseImage(ref, kind, row.version("cuda"), row.text("os"), python, torch, row.source())
 
 
-@functools.lru_cache(maxsize=1)
-def load_images() -> tuple[BaseImage, ...]:
-    """containers.toml's rows, validated (a bad row names its file, position and field)."""
+def read_images() -> tuple[BaseImage, ...]:
+    """containers.toml's rows, validated (a bad row names its file, position and field); read by
+    envkit.knowledge.load_knowledge with the other tables (Knowledge.images)."""
     images = tuple(_image(r) for r in table_rows(read_table("containers"), "containers.toml", "image"))
     refs = [i.ref for i in images]
     if len(set(refs)) != len(refs):
         raise KnowledgeError("containers.toml: an image is listed twice")
     return images
+
+
+def load_images() -> tuple[BaseImage, ...]:
+    """The knowledge base's images (load_knowledge's cache)."""
+    from envkit.knowledge import load_knowledge  # the package imports this module
+
+    return load_knowledge().images
