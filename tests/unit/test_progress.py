@@ -73,6 +73,7 @@ def under_terminal(args: list[str], stdout: Path) -> tuple[str, int]:
     return ANSI.sub("", done.stdout), done.returncode
 
 
+@pytest.mark.slow  # ~2.5 s: real envkit runs under a pseudo-terminal (script)
 @needs_script
 def test_verify_shows_each_verdict_as_it_lands_on_a_terminal(stand_in: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.txt"
@@ -91,6 +92,7 @@ def test_verify_shows_each_verdict_as_it_lands_on_a_terminal(stand_in: Path, tmp
     assert "\x1b[2K" not in report  # no live-line control codes in stdout
 
 
+@pytest.mark.slow  # ~2.5 s: real envkit runs under a pseudo-terminal (script)
 @needs_script
 def test_json_and_quiet_show_no_progress_on_a_terminal(stand_in: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.json"

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envkit.checks import CHECKS, run_checks
@@ -27,7 +27,7 @@ from envkit.detect.collect_env import SOURCE, UNREPORTED_CHECKS, looks_like_coll
 from envkit.facts import Facts, facts_from_json, facts_to_json
 from envkit.report import CheckResult, Status
 from envkit.versions import ComputeCapability, NvVersion, Version
-from tests.conftest import torch_collect_env
+from tests.conftest import check_property, examples, torch_collect_env
 
 DATA = Path(__file__).parents[2] / "data"
 HEADER = "Collecting environment information...\n"
@@ -907,9 +907,12 @@ PASTE = st.builds(
 )
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
-@given(PASTE)
-def test_never_raises_and_round_trips_through_json(text: str) -> None:
+@examples(60, 400)  # 400 examples take ~2 s: the long run is in the slow job
+def test_never_raises_and_round_trips_through_json(max_examples: int) -> None:
+    check_property(max_examples, _never_raises_and_round_trips, PASTE)
+
+
+def _never_raises_and_round_trips(text: str) -> None:
     looks_like_collect_env(text)
     facts = parse_collect_env(text)
     assert not any(n.startswith("collect_env text could not be read") for n in facts.notes)
