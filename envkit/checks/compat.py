@@ -333,7 +333,7 @@ def check_cpu_build_on_gpu(facts: Facts) -> CheckResult:
         return CheckResult(cid, Status.SKIP, "torch is not installed")
     usable = [g for g in facts.visible_gpus if g.error is None]
     if not usable or facts.driver.version is None:
-        return CheckResult(cid, Status.SKIP, "no usable NVIDIA GPU on this machine")
+        return CheckResult(cid, Status.SKIP, "no usable NVIDIA GPU on the machine")
     if torch.cuda is not None or torch.hip:
         return CheckResult(cid, Status.PASS, f"torch {torch.version} is a GPU build")
     return CheckResult(

@@ -91,7 +91,7 @@ def check_driver_loaded(facts: Facts) -> CheckResult:
                 "WSL2: the GPU driver is the Windows one; do not install a Linux driver inside WSL",
                 detail,
             )
-        return CheckResult(ID, Status.SKIP, "no NVIDIA GPU or driver on this machine", detail=detail)
+        return CheckResult(ID, Status.SKIP, "no NVIDIA GPU or driver on the machine", detail=detail)
 
     cuda = f" (CUDA {driver.cuda_version})" if driver.cuda_version else ""
     summary = f"driver {driver.version}{cuda} via {driver.source}"

@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from envkit.detect import detect_for_plan, run_bounded
 from envkit.detect.pyenv import select_interpreter
 from envkit.errors import InputError
-from envkit.knowledge import load_knowledge
+from envkit.knowledge import load_knowledge, variant_cuda
 from envkit.resolve import Plan, Request, parse_cuda_request, parse_torch_spec, resolve
-from envkit.resolve.plan import Channel, PlanFlags
+from envkit.resolve.plan import Channel, CudaKind, CudaRequest, PlanFlags
 from envkit.resolve.target import Target, target_from_facts, target_from_flags
 
 if TYPE_CHECKING:
+    from envkit.resolve.available import Available
     from envkit.system import System
 
 __all__ = ["PlanFlags", "make_plan", "make_request", "make_target"]
@@ -20,15 +21,42 @@ __all__ = ["PlanFlags", "make_plan", "make_request", "make_target"]
 DETECT_TIMEOUT_S = 20.0
 
 
-def make_request(flags: PlanFlags) -> Request:
+def make_request(flags: PlanFlags, *, available: Optional[Available] = None) -> Request:
     try:
         channel = Channel(flags.channel)
     except ValueError:
         raise InputError(f"--channel {flags.channel!r}: pip or conda") from None
+    cuda = parse_cuda_request(flags.cuda)
+    _check_cuda_exists(flags.cuda, cuda)
     return Request(
         torch=parse_torch_spec(flags.torch) if flags.torch else None,
-        cuda=parse_cuda_request(flags.cuda),
+        cuda=cuda,
         channel=channel,
+        available=available,
+    )
+
+
+def _check_cuda_exists(text: str, cuda: CudaRequest) -> None:
+    """``--cuda 99.9`` names no CUDA that exists: an input error, not "no build". The knowledge
+    base holds every CUDA toolkit NVIDIA released from 9.0 on (NVIDIA's Table 3), and every
+    variant torch published."""
+    k = load_knowledge()
+    known = sorted({tk.cuda for tk in k.toolkits.values()})
+    if cuda.kind is CudaKind.MAJOR and cuda.major not in k.families:
+        majors = ", ".join(str(m) for m in sorted(k.families))
+        newer = cuda.major is not None and cuda.major > max(k.families)
+        what = "there is no CUDA" if newer else "no torch build envkit knows is for CUDA"
+        raise InputError(f"--cuda {text!r}: {what} {cuda.major} (CUDA majors envkit knows: {majors})")
+    if cuda.kind is not CudaKind.EXACT or not str(cuda.variant).startswith("cu"):
+        return
+    version = variant_cuda(str(cuda.variant))
+    published = any(cuda.variant in vs for r in k.releases for vs in r.variants.values())
+    if version is None or published or k.toolkit(version) is not None:
+        return
+    span = f"{known[0]} … {known[-1]}"
+    raise InputError(
+        f"--cuda {text!r}: no CUDA {version} exists (the CUDA toolkits envkit knows: {span})",
+        hint="give a released CUDA version, e.g. --cuda 12.8, a major (--cuda 12), or --cuda auto",
     )
 
 
@@ -85,7 +113,8 @@ def make_target(system: System, flags: PlanFlags) -> Target:
     )
 
 
-def make_plan(system: System, flags: PlanFlags) -> Plan:
-    request = make_request(flags)  # bad flags fail before anything is detected
+def make_plan(system: System, flags: PlanFlags, *, available: Optional[Available] = None) -> Plan:
+    """The plan for ``flags``; ``available``: only among the builds a local source holds."""
+    request = make_request(flags, available=available)  # bad flags fail before anything is detected
     target = make_target(system, flags)
     return resolve(load_knowledge(), target, request)

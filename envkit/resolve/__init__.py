@@ -62,7 +62,18 @@ __all__ = [
 ]
 
 # Order in which a candidate's failures are reported: the request first, then the machine.
-RULES: Final = ("torch", "cuda", "channel", "platform", "jetson", "python", "gpu_driver", "driver", "arch")
+RULES: Final = (
+    "torch",
+    "cuda",
+    "available",
+    "channel",
+    "platform",
+    "jetson",
+    "python",
+    "gpu_driver",
+    "driver",
+    "arch",
+)
 
 
 class _NoRoute(enum.Enum):
@@ -143,14 +154,17 @@ class _Evaluator:
         if req.torch is not None and not req.torch.contains(release.torch):
             failures.append(("torch", f"torch {release.torch} is outside --torch {req.torch}"))
         if not req.cuda.admits(variant, t):
+            who = "this machine" if t.described_by == "this machine" else "the target"
             want = (
-                "a CUDA build (this machine has an NVIDIA GPU)"
+                f"a CUDA build ({who} has an NVIDIA GPU)"
                 if t.has_nvidia and req.cuda.kind is CudaKind.AUTO
                 else f"--cuda {req.cuda}"
             )
             if req.cuda.kind is CudaKind.AUTO and not t.has_nvidia:
                 want = "the CPU build (no NVIDIA GPU or driver on the target)"
             failures.append(("cuda", f"{variant} is not {want}"))
+        if req.available is not None and not self._available(release, variant):
+            failures.append(("available", f"torch {release.torch}+{variant} is not in {req.available.where}"))
         if route is _NoRoute.NOT_ON_CONDA:
             forge = ", ".join(str(v) for v in self.k.conda.forge_releases) or "none"
             failures.append(
@@ -191,6 +205,19 @@ class _Evaluator:
             failures += self._arch(release, variant)
         ordered = tuple(sorted(failures, key=lambda f: RULES.index(f[0])))
         return _Candidate(release, variant, route, ordered, risk, needed)
+
+    def _available(self, release: Release, variant: str) -> bool:
+        """Whether the local source (Request.available) holds this build for the target."""
+        available = self.request.available
+        if available is None:
+            return True
+        t = self.target
+        return any(
+            b.torch == release.torch
+            and b.variant_on(release, t.platform) == variant
+            and b.runs_on(t.platform, t.python)
+            for b in available.builds
+        )
 
     def _gpu_driver_failures(self) -> list[tuple[str, str]]:
         driver = self.target.checked_driver
@@ -302,15 +329,31 @@ def resolve(k: Knowledge, target: Target, request: Request) -> Plan:
             if not fitting:
                 continue
             chosen = _rank(fitting)
-            rejected = [
-                Rejection(c.name, c.failures[0][1])
-                for c in admitted
-                if c.release.torch >= version and not c.fits
-            ]
+            rejected = []
+            for c in admitted:
+                if c.release.torch >= version and not c.fits:
+                    rejected.append(Rejection(c.name, c.failures[0][1]))
+                elif c in fitting and _newer_variant(c, chosen):
+                    rejected.append(Rejection(c.name, _passed_over(c)))
             return _plan(k, target, request, chosen, rejected)
     summary, reasons = _no_build_reasons(target, request, admitted, candidates)
     ways = _ways_out(candidates, target, request, evaluator.branch_needed)
     raise NoBuildError(summary, rejected=reasons, ways_out=ways)
+
+
+def _newer_variant(cand: _Candidate, chosen: _Candidate) -> bool:
+    """A variant of the chosen release with a newer CUDA than the chosen one (it fits, but _rank
+    passed it over: it runs only through minor-version compatibility, or pytorch.org does not list it)."""
+    mine, theirs = variant_cuda(chosen.variant), variant_cuda(cand.variant)
+    return cand is not chosen and mine is not None and theirs is not None and theirs > mine
+
+
+def _passed_over(cand: _Candidate) -> str:
+    if cand.risk is not None:
+        # The risk reads "driver X is older than Y, the driver CUDA Z shipped with: it runs …".
+        head = cand.risk.split(": it runs", 1)[0]
+        return f"{head}: it would run only through minor-version compatibility (PTX JIT may fail)"
+    return "fits, but pytorch.org's install matrix does not list it"
 
 
 def _plan(
@@ -323,10 +366,12 @@ def _plan(
             f"{chosen.variant} wheels of torch {release.torch} are on the index but not in "
             "pytorch.org's install matrix"
         )
-    if chosen.variant.startswith("cu") and not target.has_nvidia:
+    if chosen.variant.startswith("cu") and target.driver is None:
+        # --gpu without --driver: the GPUs are checked, the driver is not, and auto takes the newest CUDA.
         warnings.append(
             "planning a CUDA build without a driver to check: the machines that run it need a "
             f"driver for CUDA {variant_cuda(chosen.variant)}"
+            + (" (give --driver to check it)" if target.gpus else "")
         )
     if is_jetson(target.driver):
         warnings.append(
@@ -334,6 +379,7 @@ def _plan(
             "were not checked"
         )
     warnings += target.assumed
+    notes = (request.available.describe(),) if request.available is not None else ()
     python = target.python
     # PyPI's macOS wheels are the only macOS builds (no local tag, no index folder).
     index_url = None if target.platform.startswith("macos") else f"{PYTORCH_INDEX}/{chosen.variant}"
@@ -360,6 +406,7 @@ def _plan(
         warnings=tuple(warnings),
         rejected=tuple(rejected),
         target=target,
+        notes=notes,
     )
 
 
@@ -390,8 +437,9 @@ def _no_build_reasons(
         f"no torch build fits {target.describe()} for --cuda {request.cuda}"
         + (f" --torch {request.torch}" if request.torch else "")
         + f" ({request.channel})"
+        + (f"; {request.available.describe()}" if request.available is not None else "")
     )
-    missing = [c for c in pool if c.failures[0][0] in ("platform", "channel")]
+    missing = [c for c in pool if c.failures[0][0] in ("platform", "channel", "available")]
     reasons: list[RejectedBuild] = []
     seen: set[str] = set()
     for cand in pool:
@@ -402,10 +450,14 @@ def _no_build_reasons(
         if key not in seen:
             seen.add(key)
             reasons.append(RejectedBuild(cand.name, rule, reason))
-    for rule in ("platform", "channel"):
+    for rule in ("platform", "channel", "available"):
         versions = sorted({c.release.torch for c in missing if c.failures[0][0] == rule})
         if versions:
-            what = f"no {request.cuda} build for {target.platform}" if rule == "platform" else "not on conda"
+            what = {
+                "platform": f"no {request.cuda} build for {target.platform}",
+                "channel": "not on conda",
+                "available": f"not in {request.available.where}" if request.available else "",
+            }[rule]
             span = str(versions[0]) if len(versions) == 1 else f"{versions[0]} … {versions[-1]}"
             reasons.append(
                 RejectedBuild(f"torch {span} ({len(versions)} releases)", rule, what, count=len(versions))
@@ -467,6 +519,10 @@ def _ways_out(
         ways.append(
             WayOut("channel", f"--channel pip (torch {cand.name} fits)", candidate=cand.name, value="pip")
         )
+    if "available" in only and request.available is not None:
+        cand = only["available"]
+        text = f"put torch {cand.name}'s wheel in {request.available.where} (it fits the target)"
+        ways.append(WayOut("available", text, candidate=cand.name))
     if "arch" in only and not ways:
         ways.append(WayOut("arch", "no wheel of the requested releases has code for these GPUs"))
     if request.cuda.kind is not CudaKind.CPU and target.has_nvidia and "cuda" not in only:

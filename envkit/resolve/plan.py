@@ -16,6 +16,7 @@ from packaging.specifiers import SpecifierSet
 from envkit._serial import StrEnum
 from envkit.errors import InputError
 from envkit.knowledge import variant_cuda
+from envkit.resolve.available import Available
 from envkit.resolve.target import Target
 from envkit.versions import Version, parse_spec
 
@@ -178,6 +179,8 @@ class Request:
     torch: Optional[SpecifierSet] = None
     cuda: CudaRequest = field(default_factory=lambda: CudaRequest(CudaKind.AUTO))
     channel: Channel = Channel.PIP
+    # Only the builds a local source holds (create --wheelhouse / --offline); None: any published one.
+    available: Optional[Available] = None
 
     def __post_init__(self) -> None:
         # A plain "conda" must not be taken for pip where the resolver asks `is Channel.CONDA`.
@@ -213,6 +216,8 @@ class Plan:
     warnings: tuple[str, ...]
     rejected: tuple[Rejection, ...]
     target: Target
+    # What the plan was made among (create --wheelhouse: "the wheelhouse DIR holds torch 2.13.0+cpu").
+    notes: tuple[str, ...] = ()
 
     @property
     def candidate(self) -> str:
@@ -266,6 +271,7 @@ class Plan:
             "commands": {"pip": self.pip_command(), "conda": self.conda_command()},
             "warnings": list(self.warnings),
             "rejected": [{"candidate": r.candidate, "reason": r.reason} for r in self.rejected],
+            "notes": list(self.notes),
             "target": {
                 "described_by": self.target.described_by,
                 "platform": self.target.platform,

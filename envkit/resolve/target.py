@@ -67,7 +67,8 @@ class Target:
 
     def describe(self) -> str:
         parts = [self.platform]
-        parts.append(f"driver {self.driver}" if self.driver else "no NVIDIA driver")
+        no_driver = "driver not given" if self.gpus else "no NVIDIA driver"
+        parts.append(f"driver {self.driver}" if self.driver else no_driver)
         if self.gpus:
             parts.append(", ".join(g.label for g in self.gpus))
         if self.python:
@@ -79,6 +80,7 @@ def parse_gpu(text: str, knowledge: Knowledge) -> GpuTarget:
     """``sm_90``, ``8.6`` or a model name (``"RTX 5090"``, ``"H100"``) to a GPU target."""
     cc = parse_compute_capability(text)
     if cc is not None:
+        _check_cc_exists(text, cc, knowledge)
         return GpuTarget(cc)
     gpu = knowledge.gpu_named(text)
     if gpu is None:
@@ -87,6 +89,26 @@ def parse_gpu(text: str, knowledge: Knowledge) -> GpuTarget:
             hint="give the compute capability, e.g. --gpu 8.9 (developer.nvidia.com/cuda-gpus)",
         )
     return GpuTarget(gpu.cc, text)
+
+
+def _check_cc_exists(text: str, cc: ComputeCapability, knowledge: Knowledge) -> None:
+    """``--gpu sm_999`` / ``99.9`` describes no GPU: an input error, not a plan. A real compute
+    capability is one a GPU row has or one some nvcc can emit SASS for (NVIDIA's own list of
+    architectures, developer.nvidia.com/cuda-gpus and each toolkit's -gpu-architecture values)."""
+    known = {g.cc for g in knowledge.gpus} | {c for tk in knowledge.toolkits.values() for c in tk.sass}
+    if cc in known:
+        return
+    oldest, newest = min(known), max(known)
+    what = (
+        f"compute capability {cc} is older than any GPU a CUDA toolkit envkit knows compiles for"
+        if cc < oldest
+        else f"no NVIDIA GPU has compute capability {cc}"
+    )
+    raise InputError(
+        f"--gpu {text!r}: {what} (envkit knows {oldest} … {newest})",
+        hint="give the GPU's compute capability, e.g. --gpu 8.9 (developer.nvidia.com/cuda-gpus)"
+        + (f"; a GPU newer than {newest.sm} needs a newer envkit" if cc > newest else ""),
+    )
 
 
 def _python_minor(text: str) -> Version:
