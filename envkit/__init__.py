@@ -14,19 +14,12 @@ Everything is imported on first use, so ``import envkit`` stays cheap.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:
-    from envkit.api import doctor, make_plan, preflight, run_verify
-    from envkit.errors import EnvkitError, InputError, NoBuildError
-    from envkit.facts import Facts
-    from envkit.progress import RunProgress
-    from envkit.report import CheckResult, Report, Status
-    from envkit.resolve.plan import Plan, PlanFlags, Rejection
-
-# Each public name and the module it lives in.
+# Each public name and the module it lives in. (No TYPE_CHECKING imports of them here: the import
+# contracts read those as imports, and every module that imports __version__ would depend on all.)
 _LAZY = {
     "doctor": "envkit.api",
     "make_plan": "envkit.api",

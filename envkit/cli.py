@@ -625,7 +625,9 @@ def preflight(
 def fleet(
     reports: Annotated[
         list[str],
-        typer.Argument(metavar="REPORT|FOLDER...", help="Per-node envkit.report/1 JSON files, or folders of them."),
+        typer.Argument(
+            metavar="REPORT|FOLDER...", help="Per-node envkit.report/1 JSON files, or folders of them."
+        ),
     ],
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the envkit.fleet/1 JSON on stdout.")
@@ -655,6 +657,7 @@ def fleet(
         from envkit.render.html import render_html
 
         write_output(html, render_html(fleet_view, strict=strict), label=f"--html {html}")
+        stderr.print(f"wrote {html}", markup=False)  # stdout stays the table (or the JSON)
     if json_out:
         print_json(fleet_view.to_json(strict=strict))
     else:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from envkit.facts import Facts
+    from envkit.facts import DeepTorchFacts, Facts
 
 __all__ = ["glyphs_for", "render_checks", "render_mirrors", "render_plan", "render_report", "safe_console"]
 
@@ -95,7 +95,29 @@ def _facts_lines(facts: Facts) -> list[str]:
     if torch.installed:
         build = f"CUDA {torch.cuda}" if torch.cuda else "ROCm" if torch.hip else "CPU"
         lines.append(f"torch {torch.version or '?'} ({build})")
+    if torch.deep is not None:  # what --deep asked for is shown without -v
+        lines.append(_deep_line(torch.deep))
     return lines
+
+
+def _deep_line(deep: DeepTorchFacts) -> str:
+    """``--deep``'s answer in one line: CUDA available, devices, arch list, cuDNN, NCCL, bf16."""
+    if not deep.ok:
+        return f"import torch (--deep): {deep.error or 'failed'}"
+    parts = [f"cuda available: {_yes_no(deep.cuda_available)}"]
+    if deep.device_count is not None:
+        parts.append(plural(deep.device_count, "device"))
+    parts.append("arch list: " + (" ".join(deep.arch_list) or "none"))
+    if deep.cudnn is not None:
+        parts.append(f"cuDNN {deep.cudnn}")
+    if deep.nccl is not None:
+        parts.append(f"NCCL {deep.nccl}")
+    parts.append(f"bf16: {_yes_no(deep.bf16_supported)}")
+    return "torch --deep: " + " · ".join(parts)
+
+
+def _yes_no(value: object) -> str:
+    return "unknown" if value is None else "yes" if value else "no"
 
 
 def _result(result: CheckResult, verbose: bool, glyphs: dict[Status, str]) -> Text:

@@ -102,7 +102,13 @@ def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> Non
                 line.append(f"  {summary}")
                 console.print(line)
             if len(rows) > MAX_NAMES:
-                console.print(Text(f"    and {len(rows) - MAX_NAMES} more nodes fail {cid}", style="dim"))
+                more = len(rows) - MAX_NAMES
+                console.print(
+                    Text(
+                        f"    and {more} more {_nodes(more)} {_verb(more, 'fail')} {cid}",
+                        style="dim",
+                    )
+                )
             fixes = list(dict.fromkeys(fix for _, _, fix in rows if fix))
             for fix in fixes[:1]:
                 console.print(Text(f"      fix: {fix.splitlines()[0]}", style="cyan"))
@@ -126,8 +132,9 @@ def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> Non
     console.print()
     tally = Text(
         f"{plural(totals['nodes'], 'node')}: {totals['healthy']} without findings, "
-        f"{totals['failing']} with a failing check, {totals['deviating']} that differ"
-        + (f", {totals['unreadable']} unreadable report(s)" if totals["unreadable"] else "")
+        f"{totals['failing']} with a failing check, {totals['deviating']} that "
+        f"{_verb(totals['deviating'], 'differ')}"
+        + (f", {plural(totals['unreadable'], 'unreadable report')}" if totals["unreadable"] else "")
         + " — "
     )
     healthy = totals["exit_code"] == 0
@@ -188,3 +195,12 @@ def render_diff(diff: Diff, console: Console) -> None:
             f"look first at {first}"
         )
     )
+
+
+def _nodes(count: int) -> str:
+    return "node" if count == 1 else "nodes"
+
+
+def _verb(count: int, verb: str) -> str:
+    """A verb agreeing with its count: "1 that differs", "2 that differ"."""
+    return f"{verb}s" if count == 1 else verb

@@ -10,6 +10,7 @@ import html
 from typing import TYPE_CHECKING, Final
 
 from envkit import __version__
+from envkit.checks._common import plural
 from envkit.fleet.aggregate import FLEET_SCHEMA
 from envkit.fleet.fingerprint import aspect, show
 from envkit.report import GLYPHS, Status
@@ -141,9 +142,9 @@ def render_html(fleet: Fleet, *, strict: bool = False) -> str:
     s = fleet.summary(strict=strict)
     verdict = (
         f'<p class="verdict {"ok" if s["exit_code"] == 0 else "bad"}">{s["status"]}: '
-        f"{s['nodes']} nodes, {s['healthy']} without findings, {s['failing']} with a failing check, "
-        f"{s['deviating']} that differ from the fleet"
-        + (f", {s['unreadable']} unreadable report(s)" if s["unreadable"] else "")
+        f"{plural(s['nodes'], 'node')}, {s['healthy']} without findings, {s['failing']} with a failing "
+        f"check, {s['deviating']} that {'differs' if s['deviating'] == 1 else 'differ'} from the fleet"
+        + (f", {plural(s['unreadable'], 'unreadable report')}" if s["unreadable"] else "")
         + "</p>"
     )
     legend = "".join(f'<span class="{s.value}">{GLYPHS[s]} {s.value}</span>' for s in Status)

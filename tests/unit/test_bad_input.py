@@ -296,7 +296,7 @@ def test_fleet_shows_the_good_reports_and_lists_the_bad_one(tmp_path: Path) -> N
     assert "envkit fleet — 5 nodes" in result.stdout
     assert "Reports that cannot be read (1)" in result.stdout
     assert "node-9.json: not an envkit report (invalid JSON" in result.stdout
-    assert "1 unreadable report(s)" in result.stdout and "unhealthy" in result.stdout
+    assert "1 unreadable report — " in result.stdout and "unhealthy" in result.stdout
     assert result.stderr.count("\n") == 1 and "node-9.json" in result.stderr
 
     data = json.loads(envkit("fleet", str(folder), "--json").stdout)
