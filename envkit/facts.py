@@ -9,9 +9,10 @@ Field hints use ``Optional[...]``: they are evaluated at run time (envkit._seria
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Final, Optional
 
 from packaging.utils import canonicalize_name
 
@@ -146,7 +147,8 @@ class PythonFacts:
     """The inspected interpreter (the active environment's unless --python / --env say so)."""
 
     executable: str
-    selected_by: str  # "--python", "--env", "VIRTUAL_ENV", "CONDA_PREFIX", "PATH", "envkit"
+    # "--python", "--env", "VIRTUAL_ENV", "CONDA_PREFIX", "torchrun", "srun", "PATH", "envkit"
+    selected_by: str
     version: Optional[Version] = None
     implementation: Optional[str] = None
     platform: Optional[str] = None  # "linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64"
@@ -158,6 +160,9 @@ class PythonFacts:
     has_python_h: Optional[bool] = None
     installers: dict[str, str] = field(default_factory=dict)  # name -> path, only those found
     error: Optional[str] = None
+    # PEP 668: an EXTERNALLY-MANAGED file in the stdlib folder of an interpreter outside a venv
+    # (Debian's and Ubuntu's /usr/bin/python3): pip refuses to install into it. None: not known.
+    externally_managed: Optional[bool] = None
 
 
 # CUDA library wheels torch depends on (torch's METADATA, e.g. torch 2.9.0+cu130's Requires-Dist;
@@ -175,6 +180,10 @@ _CUDA_VERSIONED: frozenset[str] = frozenset(
 )
 
 
+# A fleet's 10,000 reports name the same few dozen distributions: each name is normalized once.
+_canonical: Final = functools.lru_cache(maxsize=4096)(canonicalize_name)
+
+
 @dataclass(frozen=True)
 class Distribution:
     """An installed distribution (dist-info / egg-info) as importlib.metadata sees it. The name is
@@ -189,7 +198,7 @@ class Distribution:
     requires_torch: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "name", canonicalize_name(self.name))
+        object.__setattr__(self, "name", _canonical(self.name))
 
     @property
     def cuda_library(self) -> Optional[str]:

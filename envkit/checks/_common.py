@@ -42,11 +42,23 @@ def and_list(items: Sequence[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def pip_command(facts: Facts) -> str:
-    """How to run pip for the inspected interpreter (uv's venvs have no pip)."""
+# Where a fix for an externally managed interpreter puts torch instead (PEP 668's own advice: a venv).
+VENV_FOR_FIXES = "~/.venvs/torch"
+
+
+def pip_command(facts: Facts, *, installs: bool = True) -> str:
+    """How to run pip for the inspected interpreter (uv's venvs have no pip). For an externally
+    managed one (PEP 668) pip refuses to install or uninstall, so a command that ``installs``
+    first makes a venv from it and runs that venv's pip (uv's, when uv is there); ``pip show``
+    and the like still run in the interpreter itself (``installs=False``)."""
     python = facts.python
     if python is None:
         return "python -m pip"
+    if installs and python.externally_managed:
+        venv = VENV_FOR_FIXES
+        if "uv" in python.installers:
+            return f"uv venv {venv} --python {python.executable} && uv pip --python {venv}/bin/python"
+        return f"{python.executable} -m venv {venv} && {venv}/bin/python -m pip"
     if "pip" in python.installers:
         return python.installers["pip"]
     if "uv" in python.installers:

@@ -223,7 +223,7 @@ def check_torch_companions(facts: Facts) -> CheckResult:
         for name in pinned:
             fixes.append(
                 f"install the {name} release made for torch {torch.version.public}, or the torch "
-                f"{name} requires (`{pip_command(facts)} show {name}`, Requires)"
+                f"{name} requires (`{pip_command(facts, installs=False)} show {name}`, Requires)"
             )
         return CheckResult(
             ID,

@@ -168,7 +168,7 @@ def check_torch_duplicates(facts: Facts) -> CheckResult:
         return CheckResult(cid, Status.SKIP, "torch is not installed")
     problems: list[str] = []
     fixes: list[str] = []
-    pip = pip_command(facts)
+    pip = pip_command(facts, installs=False)  # uninstall and show, in this interpreter
     for name in COMPANIONS:
         dists = [d for d in torch.distributions if d.name == name]
         if len(dists) > 1:
@@ -200,6 +200,12 @@ def check_torch_duplicates(facts: Facts) -> CheckResult:
             f"{pip} uninstall -y " + " ".join(d.name for d in mixed) + "  then reinstall torch "
             f"(`{pip} install --force-reinstall --no-deps` of the torch you have) so that one CUDA "
             "major's libraries remain"
+        )
+    if problems and facts.python is not None and facts.python.externally_managed:
+        # PEP 668: pip refuses to uninstall from this interpreter too; a venv of its own is the way.
+        fixes.append(
+            "this Python is externally managed (PEP 668) and pip refuses to change it; install one "
+            f"build into a venv instead: {pip_command(facts)} install torch"
         )
     if problems:
         return CheckResult(

@@ -3,8 +3,11 @@
 envkit is often installed on its own (pipx, ``uv tool``) while the user's torch lives in the active
 conda env or venv, so the environment inspected is the ACTIVE one: ``VIRTUAL_ENV``, then
 ``CONDA_PREFIX``, then the first ``python`` on PATH, then envkit's own; ``--python`` and ``--env``
-pick another. A stdlib probe runs in that interpreter and reports its distributions, its conda-meta
-records and the text of ``torch/version.py``, which envkit parses here.
+pick another. Under a launcher (torchrun, srun) with no environment active, it is the interpreter
+envkit runs in: ``torchrun python -m envkit verify`` starts every rank with that interpreter, which
+may be a venv's that was never activated, while the first ``python`` on PATH is the system's.
+A stdlib probe runs in that interpreter and reports its distributions, its conda-meta records
+and the text of ``torch/version.py``, which envkit parses here.
 """
 
 from __future__ import annotations
@@ -101,6 +104,16 @@ def _conda_registry(system: System) -> list[Path]:
     return [Path(line.strip()) for line in lines if line.strip()]
 
 
+# What a launcher sets in each process it starts: torchrun's elastic agent sets LOCAL_RANK and
+# TORCHELASTIC_RUN_ID (pytorch/pytorch torch/distributed/elastic/agent/server/local_elastic_agent.py
+# @v2.5.0, worker_env), srun sets SLURM_PROCID (slurm.schedmd.com/srun.html, OUTPUT ENVIRONMENT VARIABLES).
+LAUNCHER_VARS: Final = (
+    ("TORCHELASTIC_RUN_ID", "torchrun"),
+    ("LOCAL_RANK", "torchrun"),
+    ("SLURM_PROCID", "srun"),
+)
+
+
 def select_interpreter(
     system: System, *, python: Optional[str] = None, env_name: Optional[str] = None
 ) -> Interpreter:
@@ -131,6 +144,9 @@ def select_interpreter(
             found = _bin_python(Path(prefix))
             if found is not None:
                 return Interpreter(str(found), var, Path(prefix).name)
+    launcher = next((who for var, who in LAUNCHER_VARS if system.env.get(var)), None)
+    if launcher is not None:
+        return Interpreter(sys.executable, launcher)
     for name in ("python", "python3"):
         on_path = system.which(name)
         if on_path:
@@ -246,6 +262,7 @@ def detect_python(system: System, interp: Interpreter) -> tuple[PythonFacts, Tor
         else EnvKind.SYSTEM
     )
     libc = data.get("libc") or ["", ""]
+    managed = data.get("externally_managed")  # PEP 668; absent from an older probe's answer
     python = PythonFacts(
         executable=str(data.get("executable") or interp.path),
         selected_by=interp.selected_by,
@@ -259,6 +276,7 @@ def detect_python(system: System, interp: Interpreter) -> tuple[PythonFacts, Tor
         include_dir=data.get("include") or None,
         has_python_h=data.get("has_python_h"),
         installers=_installers(system, data, interp.path),
+        externally_managed=managed if isinstance(managed, bool) else None,
     )
     return python, _torch(data)
 

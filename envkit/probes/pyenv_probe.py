@@ -208,6 +208,15 @@ def has_module(name: str) -> bool:
         return False
 
 
+def externally_managed() -> bool:
+    """PEP 668 (peps.python.org/pep-0668/#marking-an-interpreter-as-using-an-external-package-manager):
+    the marker is EXTERNALLY-MANAGED in sysconfig's stdlib folder, and a venv is never managed."""
+    if sys.prefix != getattr(sys, "base_prefix", sys.prefix):
+        return False
+    stdlib = sysconfig.get_paths().get("stdlib") or ""
+    return bool(stdlib) and os.path.isfile(os.path.join(stdlib, "EXTERNALLY-MANAGED"))
+
+
 def main() -> None:
     marker, _config = read_args()
     include = sysconfig.get_paths().get("include") or ""
@@ -226,6 +235,7 @@ def main() -> None:
         "include": include,
         "has_python_h": bool(include) and os.path.isfile(os.path.join(include, "Python.h")),
         "has_pip": has_module("pip"),
+        "externally_managed": externally_managed(),
         "distributions": distributions(),
         "conda_packages": conda_packages(sys.prefix),
         "torch_dir": torch_dir,

@@ -150,6 +150,25 @@ def _perf(result: CheckResult, facts: Facts) -> CheckResult:
     return CheckResult(result.id, result.status, summary, detail=join_lines(*lines), metrics=metrics)
 
 
+def _torch_missing(data: dict[str, Any], facts: Facts) -> bool:
+    """The probe could not import torch because the interpreter has none (not a broken torch)."""
+    said = f"{data.get('detail') or ''} {data.get('error') or ''} {data.get('summary') or ''}"
+    inspected = facts.python is not None and facts.python.error is None and facts.torch.error is None
+    return "No module named 'torch'" in said or (inspected and not facts.torch.installed)
+
+
+def _no_torch(cid: str, detail: str, facts: Facts) -> CheckResult:
+    """torch is not there: say where, and give the command that installs the build for this machine
+    into that interpreter (a venv from it when it is externally managed, PEP 668)."""
+    from envkit.checks.compat import plan_fix
+
+    python = facts.python
+    where = f"{python.executable} ({python.selected_by})" if python else "the inspected interpreter"
+    return CheckResult(
+        cid, Status.FAIL, f"torch is not installed in {where}", detail=detail, fix=plan_fix(facts)
+    )
+
+
 def interpret(check: str, outcome: Optional[ProbeOutcome], facts: Facts) -> CheckResult:
     """The check result of one probe run."""
     cid = f"verify.{check}"
@@ -167,6 +186,8 @@ def interpret(check: str, outcome: Optional[ProbeOutcome], facts: Facts) -> Chec
             metrics={"returncode": outcome.result.returncode, "timed_out": outcome.result.timed_out},
         )
     status = Status(data["status"]) if data.get("status") in {s.value for s in Status} else Status.FAIL
+    if status is Status.FAIL and _torch_missing(data, facts):
+        return _no_torch(cid, str(data.get("detail") or data.get("error") or ""), facts)
     raw_metrics = data.get("metrics")
     metrics: dict[str, Any] = dict(raw_metrics) if isinstance(raw_metrics, dict) else {}
     kind = data.get("failure_class")
