@@ -351,7 +351,17 @@ def _mirror(it: SpecIntent) -> CheckResult:
 
 
 def check_spec(path: Union[str, Path], knowledge: Knowledge, target: Target) -> list[CheckResult]:
-    """Check ``path`` (an environment.yml by its .yml/.yaml suffix, else a requirements.txt) for
-    ``target``: one result per CHECK_IDS entry. InputError when the file cannot be read."""
+    """Check ``path`` for ``target``: a container file (Dockerfile, Apptainer definition, Compose
+    file, Kubernetes manifest: envkit.specs.check_container's CONTAINER_CHECK_IDS), else an
+    environment.yml (by its .yml/.yaml suffix) or a requirements.txt: one result per CHECK_IDS entry.
+    InputError when the file cannot be read."""
+    if str(path) != "-":  # standard input is read once, as a spec
+        from envkit._files import read_text
+        from envkit.specs.check_container import check_container
+        from envkit.specs.read_container import container_kind, read_container
+
+        text = read_text(str(path))
+        if container_kind(Path(path), text) is not None:
+            return check_container(read_container(Path(path), text), knowledge, target)
     it = intent_of(read_spec(Path(path)), knowledge, target)
     return [check(it) for check in (_cuda_packages, _channel, _companions, _driver, _arch, _mirror)]
