@@ -25,9 +25,11 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "MAX_NESTING",
     "check_output",
+    "decode_text",
     "parse_json",
     "parse_toml",
     "parse_yaml",
+    "read_bytes",
     "read_text",
     "write_atomic",
     "write_output",
@@ -56,18 +58,13 @@ def _too_big(label: str, size: int, hint: str) -> InputError:
     )
 
 
-def read_text(path: str, *, label: Optional[str] = None, hint: str = "") -> str:
-    """A text file a user named (``-``: standard input); InputError, prefixed ``label`` (the path by
-    default), when it cannot be read, is larger than MAX_INPUT_BYTES or is not UTF-8 text."""
+def read_bytes(path: str, *, label: Optional[str] = None, hint: str = "") -> bytes:
+    """The bytes of a file a user named (``-``: standard input); InputError, prefixed ``label`` (the
+    path by default), when it cannot be read or is larger than MAX_INPUT_BYTES."""
     label = label or path
     try:
         if path == "-":
-            raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1) if hasattr(sys.stdin, "buffer") else None
-            if raw is None:  # a text-only stream (tests that swap sys.stdin)
-                text = sys.stdin.read(MAX_INPUT_BYTES + 1)
-                if len(text) > MAX_INPUT_BYTES:
-                    raise _too_big(label, len(text), hint)
-                return text
+            raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
         else:
             with open(path, "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
@@ -79,10 +76,27 @@ def read_text(path: str, *, label: Optional[str] = None, hint: str = "") -> str:
         raise InputError(f"{label}: cannot read it ({exc.strerror or exc})", hint=hint) from None
     if len(raw) > MAX_INPUT_BYTES:
         raise _too_big(label, len(raw), hint)
+    return raw
+
+
+def decode_text(raw: bytes, label: str, *, hint: str = "") -> str:
+    """``raw`` (from read_bytes) as text; InputError when it is not UTF-8."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{label}: not a text file (not UTF-8 at byte {exc.start})", hint=hint) from None
+
+
+def read_text(path: str, *, label: Optional[str] = None, hint: str = "") -> str:
+    """A text file a user named (``-``: standard input); InputError, prefixed ``label`` (the path by
+    default), when it cannot be read, is larger than MAX_INPUT_BYTES or is not UTF-8 text."""
+    label = label or path
+    if path == "-" and not hasattr(sys.stdin, "buffer"):  # a text-only stream (tests that swap sys.stdin)
+        text = sys.stdin.read(MAX_INPUT_BYTES + 1)
+        if len(text) > MAX_INPUT_BYTES:
+            raise _too_big(label, len(text), hint)
+        return text
+    return decode_text(read_bytes(path, label=label, hint=hint), label, hint=hint)
 
 
 def _clean(value: Any, label: str) -> Any:

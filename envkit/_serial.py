@@ -11,8 +11,11 @@ import enum
 import functools
 import sys
 import typing
-from typing import Any, Literal, TypeVar, Union
+from typing import Any, Callable, Final, Literal, Optional, TypeVar, Union
 
+import msgspec
+
+from envkit._files import MAX_NESTING
 from envkit.errors import InputError
 from envkit.versions import ComputeCapability, NvVersion, Version, parse_compute_capability
 
@@ -142,3 +145,166 @@ def _convert_record(cls: type, data: object, where: str) -> Any:
                 raise InputError(f"{where}: missing field {field.name!r}")
             values[field.name] = None
     return cls(**values)
+
+
+# The fast path: msgspec (https://jcristharif.com/msgspec/) decodes JSON bytes straight into the
+# records and validates every field against the same hints, in C. It is taken only for documents it
+# accepts whole; anything it refuses (a wrong type, a missing field, NaN, a lone surrogate, a huge
+# integer) goes back to the caller, who parses the text and calls from_jsonable: that gives the same
+# record or the one-line error naming the field, so the two paths never disagree on what they both
+# accept. Two hints need care:
+# - ComputeCapability is a NamedTuple, which msgspec reads as a JSON array; the records store it as
+#   "9.0". The records that hold one get a subclass for decoding whose annotation names a marker
+#   class instead (msgspec hands the marker's text to _dec_hook); the decoded objects are given
+#   their real class back before anyone sees them (_unwire).
+# - Any (CheckResult.metrics) is decoded as plain JSON data without the nesting limit of
+#   envkit._files.parse_json; such values are measured afterwards and a deep one is handed back.
+# Versions are parsed once per text and shared: a fleet's reports repeat the same few hundred.
+
+
+class _CapabilityMeta(type):
+    def __instancecheck__(cls, obj: object) -> bool:
+        # msgspec checks that _dec_hook returned an instance of the marker: the real thing is one.
+        return isinstance(obj, ComputeCapability)
+
+
+class _CapabilityText(metaclass=_CapabilityMeta):
+    """Marker for a ComputeCapability field on the fast path: decoded from its "9.0" text."""
+
+
+_PARSED: dict[type, dict[str, object]] = {_CapabilityText: {}, NvVersion: {}, Version: {}}
+_PARSED_MAX: Final = 20_000  # distinct texts kept; a hostile file cannot grow the cache past it
+# Where an Any value can sit in a document at most (the root is 0): a report's
+# checks[i].metrics is at 3. A value nested deeper than MAX_NESTING minus this goes back to the slow
+# path, which applies the exact limit.
+_ANY_DEPTH: Final = 8
+
+
+def _dec_hook(tp: type, obj: object) -> object:
+    try:
+        return _PARSED[tp][obj]  # type: ignore[index]
+    except (KeyError, TypeError):  # not seen yet; not a text (a list is not hashable)
+        return _parse(tp, obj)
+
+
+def _parse(tp: type, obj: object) -> object:
+    if not isinstance(obj, str):
+        raise TypeError(f"expected a string, got {type(obj).__name__}")
+    value: object
+    if tp is _CapabilityText:
+        value = parse_compute_capability(obj)
+        if value is None:
+            raise ValueError("not a compute capability")
+    elif tp is NvVersion:
+        value = NvVersion(obj)
+    elif tp is Version:
+        value = Version(obj)
+    else:
+        raise NotImplementedError(f"envkit cannot decode {tp!r}")
+    parsed = _PARSED[tp]
+    if len(parsed) < _PARSED_MAX:
+        parsed[obj] = value
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class _Wire:
+    """How values of one hint are decoded on the fast path."""
+
+    hint: Any  # what msgspec is given
+    visit: bool = False  # whether decoded values hold a record to give back its class, or an Any
+    real: Optional[type] = None  # the record class, when ``hint`` is a decoding subclass of it
+    fields: tuple[tuple[str, Any], ...] = ()  # a record's fields to visit, with their real hints
+
+
+@functools.cache
+def _wire(tp: Any) -> _Wire:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is ComputeCapability:
+        return _Wire(_CapabilityText)  # _dec_hook returns the real thing
+    if tp is Any:
+        return _Wire(tp, visit=True)
+    if origin in _UNION_TYPES or origin is tuple or origin is dict:
+        inner = [_wire(a) for a in args if a is not Ellipsis]
+        visit = any(w.visit for w in inner)
+        if all(w.hint == a for w, a in zip(inner, args)):
+            return _Wire(tp, visit)  # nothing to change inside
+        hint: Any
+        if origin is tuple:
+            hint = tuple.__class_getitem__((inner[0].hint, ...))  # tuple[X, ...]: the only tuples
+        elif origin is dict:
+            hint = dict.__class_getitem__((args[0], inner[1].hint))
+        else:
+            hint = Union[tuple(w.hint for w in inner)]
+        return _Wire(hint, visit)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        hints = _hints(tp)
+        changed = {name: _wire(h).hint for name, h in hints.items() if _wire(h).hint != h}
+        fields = tuple((name, h) for name, h in hints.items() if _wire(h).visit)
+        if not changed:
+            return _Wire(tp, bool(fields), None, fields)
+        # msgspec reads a class's hints through its MRO, the subclass's first; the fields, their
+        # defaults and __post_init__ stay the record's own.
+        sub = type(tp.__name__, (tp,), {"__annotations__": changed, "__module__": tp.__module__})
+        sub.__qualname__ = tp.__qualname__
+        return _Wire(sub, True, tp, fields)
+    return _Wire(tp)
+
+
+@functools.cache
+def _visitor(tp: Any) -> Callable[[Any], bool]:
+    """For a hint whose _wire visits: a function that gives decoded records their real class back,
+    and answers False when an Any value inside nests too deep."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return lambda v: not v or not isinstance(v, (dict, list)) or _shallow(v, MAX_NESTING - _ANY_DEPTH)
+    if origin in _UNION_TYPES:
+        (inner,) = (_visitor(a) for a in typing.get_args(tp) if a is not _NONE_TYPE)
+        return lambda v: v is None or inner(v)
+    if origin is tuple:
+        item = _visitor(typing.get_args(tp)[0])
+        return lambda v: all(map(item, v))
+    if origin is dict:
+        value = _visitor(typing.get_args(tp)[1])
+        return lambda v: all(map(value, v.values()))
+    wire = _wire(tp)
+    real = wire.real
+    fields = tuple((name, _visitor(h)) for name, h in wire.fields)
+
+    def visit(v: Any) -> bool:
+        if real is not None:
+            object.__setattr__(v, "__class__", real)  # frozen records: past their __setattr__
+        return all(f(getattr(v, name)) for name, f in fields)
+
+    return visit
+
+
+def _shallow(value: object, limit: int) -> bool:
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth >= limit:
+                return False
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return True
+
+
+@functools.cache
+def _decoder(cls: Any) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(_wire(cls).hint, dec_hook=_dec_hook)
+
+
+def decode_json(cls: type[T], raw: bytes) -> Optional[T]:
+    """A record of type ``cls`` straight from JSON bytes, or None where the caller must take the
+    slow path (parse the text, then from_jsonable): see the comment above."""
+    root: Any = cls  # a hashable hint for the caches
+    try:
+        value = _decoder(root).decode(raw)
+    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
+        return None
+    if _wire(root).visit and not _visitor(root)(value):
+        return None
+    return typing.cast("T", value)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit import __version__
-from envkit._serial import from_jsonable, to_jsonable
+from envkit._serial import decode_json, from_jsonable, to_jsonable
 from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
 from envkit.facts import Facts, facts_from_json, facts_to_json
 
@@ -29,6 +29,7 @@ __all__ = [
     "Report",
     "Status",
     "cause_rank",
+    "decode_report",
     "rank_causes",
     "report_from_json",
 ]
@@ -212,6 +213,35 @@ class Report:
                 "cause": cause.id if (cause := self.cause) is not None else None,
             },
         }
+
+
+@dataclass(frozen=True)
+class _Saved:
+    """A saved report as decode_json reads it; what report_from_json is lenient about is Any here."""
+
+    schema: Any
+    facts: Facts
+    checks: Optional[tuple[CheckResult, ...]] = None
+    host: Any = None
+    created: Any = None
+    envkit_version: Any = None
+
+
+def decode_report(raw: bytes, where: str) -> Optional[Report]:
+    """A saved ``envkit.report/1`` straight from its bytes (one pass, envkit._serial.decode_json);
+    None when the file needs the slow path (parse_json, then report_from_json), which gives the
+    same report or says what is wrong. doctor --from, diff and fleet all read reports this way."""
+    saved = decode_json(_Saved, raw)
+    if saved is None or saved.schema != REPORT_SCHEMA:
+        return None
+    return Report(
+        facts=saved.facts,
+        checks=saved.checks or (),
+        host=saved.host if isinstance(saved.host, str) else None,
+        created=str(saved.created or ""),
+        envkit_version=str(saved.envkit_version or "unknown"),
+        source=where,
+    )
 
 
 def report_from_json(data: object, where: str) -> Report:

@@ -10,7 +10,7 @@ from envkit.checks import CHECKS, run_checks
 from envkit.detect import begin_run, detect_all
 from envkit.errors import InputError
 from envkit.progress import NO_PROGRESS
-from envkit.report import Report, report_from_json
+from envkit.report import Report, decode_report, report_from_json
 
 if TYPE_CHECKING:
     from envkit.progress import RunProgress
@@ -44,6 +44,10 @@ def diagnose_file(path: str) -> Report:
     """Run today's checks on the facts of a saved report (from this or another machine), or on
     pasted ``python -m torch.utils.collect_env`` output (``-`` reads standard input)."""
     text = read_text(path, label=f"--from {path}")
+    # The reader fleet and diff use: one msgspec pass for a well-formed report, else the slow path.
+    fast = decode_report(text.encode("utf-8", "surrogatepass"), path)
+    if fast is not None:
+        return Report.new(fast.facts, run_checks(fast.facts), source=path)
     try:
         data = parse_json(text, f"--from {path}")
     except ValueError as exc:

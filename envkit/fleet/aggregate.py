@@ -21,6 +21,10 @@ What counts as failure (the exit code):
   When no report at all can be read there is nothing to compare: an input error (2).
 
 Ties are reported as ties: with 50 nodes on one driver and 50 on another, no node is "the odd one".
+
+Reports are read one at a time and only what the views show is kept of each (its fleet key facts,
+and each check's id, status, summary and fix): memory grows with the fleet's summary, not with
+the reports' size. Equal texts are kept once for the whole fleet.
 """
 
 from __future__ import annotations
@@ -33,13 +37,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit import __version__
-from envkit._files import parse_json, read_text
+from envkit._files import decode_text, parse_json, read_bytes
 from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, EXIT_USAGE, InputError
-from envkit.fleet.fingerprint import ASPECTS, aspect, fingerprint, order, show
-from envkit.report import CheckResult, Report, Status, report_from_json
+from envkit.fleet.fingerprint import ASPECTS, FLEET_ENV, aspect, fleet_fingerprint, order, show
+from envkit.report import CheckResult, Report, Status, decode_report, report_from_json
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
 __all__ = [
     "FLEET_SCHEMA",
@@ -57,17 +61,21 @@ __all__ = [
 ]
 
 FLEET_SCHEMA: Final = "envkit.fleet/1"
-# Variables that must agree across the ranks of one job; other variables differ for good reasons.
-_FLEET_ENV: Final = ("NCCL_", "TORCH_NCCL_")
 _HINT: Final = "save one on each node with `envkit doctor --json > $(hostname).json`"
 
 
 @dataclass(frozen=True)
 class Node:
-    """One node: its report and its fleet key facts (key -> value, None where not found)."""
+    """One node: what the fleet views show of its report, and its fleet key facts (key -> value,
+    None where not found)."""
 
     name: str
-    report: Report
+    host: Optional[str]
+    source: Optional[str]
+    created: str
+    envkit_version: str
+    # Each check's id, status, summary and fix (detail and metrics are not kept).
+    checks: tuple[CheckResult, ...]
     facts: dict[str, Optional[str]]
 
     def status(self, check_id: str) -> Optional[Status]:
@@ -76,7 +84,12 @@ class Node:
         return None if result is None else result.status
 
     def result(self, check_id: str) -> Optional[CheckResult]:
-        return next((c for c in self.report.checks if c.id == check_id), None)
+        return next((c for c in self.checks if c.id == check_id), None)
+
+    def exit_code(self, *, strict: bool = False) -> int:
+        """What ``envkit doctor`` on this node exits with (envkit.report.Report.exit_code)."""
+        bad = {Status.FAIL, Status.WARN} if strict else {Status.FAIL}
+        return EXIT_CHECK_FAILED if any(c.status in bad for c in self.checks) else EXIT_OK
 
 
 @dataclass(frozen=True)
@@ -148,7 +161,7 @@ class Fleet:
         if self.unreadable:
             return EXIT_USAGE if strict else EXIT_CHECK_FAILED
         bad = {Status.FAIL, Status.WARN} if strict else {Status.FAIL}
-        if any(c.status in bad for n in self.nodes for c in n.report.checks):
+        if any(c.status in bad for n in self.nodes for c in n.checks):
             return EXIT_CHECK_FAILED
         if any(d.severity in bad for d in self.deviations):
             return EXIT_CHECK_FAILED
@@ -179,12 +192,12 @@ class Fleet:
             "nodes": [
                 {
                     "name": n.name,
-                    "host": n.report.host,
-                    "source": n.report.source,
-                    "created": n.report.created,
-                    "envkit_version": n.report.envkit_version,
-                    "exit_code": n.report.exit_code(strict=strict),
-                    "checks": {c.id: c.status.value for c in n.report.checks},
+                    "host": n.host,
+                    "source": n.source,
+                    "created": n.created,
+                    "envkit_version": n.envkit_version,
+                    "exit_code": n.exit_code(strict=strict),
+                    "checks": {c.id: c.status.value for c in n.checks},
                     "facts": n.facts,
                 }
                 for n in self.nodes
@@ -246,29 +259,69 @@ def _majority(key: str, values: Sequence[Optional[str]]) -> Majority:
     return Majority(key, None if tie else top_value, top, len(values), tie, tuple(ranked))
 
 
-def _fleet_keys(prints: Sequence[dict[str, Optional[str]]]) -> list[str]:
+def _fleet_keys(prints: Iterable[dict[str, Optional[str]]]) -> list[str]:
     keys = [a.key for a in ASPECTS.values() if a.fleet is not None]
-    env = {k for p in prints for k in p if k.startswith(tuple(f"env.{e}" for e in _FLEET_ENV))}
+    env = {k for p in prints for k in p if k.startswith(tuple(f"env.{e}" for e in FLEET_ENV))}
     return keys + sorted(env, key=order)
+
+
+class _Summaries:
+    """Turns reports into Nodes (not yet named), keeping one copy of each equal text or result."""
+
+    def __init__(self) -> None:
+        self._texts: dict[Optional[str], Optional[str]] = {}
+        self._keys: dict[str, str] = {}
+        self._results: dict[tuple[str, Status, str, str], CheckResult] = {}
+
+    def _text(self, value: Optional[str]) -> Optional[str]:
+        return self._texts.setdefault(value, value)
+
+    def _result(self, c: CheckResult) -> CheckResult:
+        key = (c.id, c.status, c.summary, c.fix)
+        found = self._results.get(key)
+        if found is None:
+            found = self._results[key] = CheckResult(c.id, c.status, c.summary, fix=c.fix)
+        return found
+
+    def node(self, path: str, report: Report) -> tuple[str, Node]:
+        prints = fleet_fingerprint(report.facts)
+        facts = {self._keys.setdefault(k, k): self._text(v) for k, v in prints.items()}
+        node = Node(
+            name="",
+            host=self._text(report.host),
+            source=report.source,
+            created=self._text(report.created) or "",
+            envkit_version=self._text(report.envkit_version) or "",
+            checks=tuple(self._result(c) for c in report.checks),
+            facts=facts,
+        )
+        return path, node
 
 
 def build_fleet(reports: Sequence[tuple[str, Report]]) -> Fleet:
     """The fleet view of ``(path, report)`` pairs; a node is named by its report's host, else its file."""
-    if not reports:
+    summaries = _Summaries()
+    return _build([summaries.node(path, report) for path, report in reports])
+
+
+def _build(entries: Sequence[tuple[str, Node]]) -> Fleet:
+    if not entries:
         raise InputError("no reports to compare", hint=_HINT)
     notes: list[str] = []
-    named: dict[str, tuple[str, Report]] = {}
-    for path, report in reports:
-        name = report.host or Path(path).stem
+    named: dict[str, tuple[str, Node]] = {}
+    for path, entry in entries:
+        name = entry.host or Path(path).stem
         if name in named:
             # The same host twice (a report saved twice, or two runs): both count, under distinct names.
             notes.append(f"{name}: more than one report ({named[name][0]}, {path}); each counts as a node")
             name = f"{name} ({path})"
-        named[name] = (path, report)
-    prints = {name: fingerprint(report.facts) for name, (_, report) in named.items()}
-    keys = _fleet_keys(list(prints.values()))
+        named[name] = (path, entry)
+    keys = _fleet_keys(entry.facts for _, entry in named.values())
     names = sorted(named, key=natural_key)
-    nodes = tuple(Node(n, named[n][1], {k: prints[n].get(k) for k in keys}) for n in names)
+    nodes = tuple(
+        dataclasses.replace(named[n][1], name=n, facts={k: named[n][1].facts.get(k) for k in keys})
+        for n in names
+    )
     majorities = tuple(_majority(k, [n.facts[k] for n in nodes]) for k in keys)
     deviations = [
         Deviation(n.name, m.key, m.value, n.facts[m.key], _severity(m.key))
@@ -279,8 +332,8 @@ def build_fleet(reports: Sequence[tuple[str, Report]]) -> Fleet:
     ]
     rank = {n.name: i for i, n in enumerate(nodes)}
     deviations.sort(key=lambda d: (d.severity is not Status.FAIL, order(d.key), rank[d.node]))
-    check_ids = tuple(dict.fromkeys(c.id for n in nodes for c in n.report.checks))
-    failures = tuple(Failure(n.name, c) for n in nodes for c in n.report.checks if c.status is Status.FAIL)
+    check_ids = tuple(dict.fromkeys(c.id for n in nodes for c in n.checks))
+    failures = tuple(Failure(n.name, c) for n in nodes for c in n.checks if c.status is Status.FAIL)
     for m in majorities:
         if m.tie:
             split = ", ".join(f"{show(m.key, v)} on {c}" for v, c in m.values)
@@ -306,8 +359,15 @@ def report_paths(args: Sequence[str]) -> list[str]:
 
 
 def read_report(path: str) -> Report:
-    """Read one saved ``envkit.report/1`` file; InputError names the file and what is wrong with it."""
-    text = read_text(path, hint=_HINT)
+    """Read one saved ``envkit.report/1`` file; InputError names the file and what is wrong with it.
+
+    msgspec decodes a well-formed report in one pass (envkit.report.decode_report); any other file
+    takes the slow path, which says what is wrong with it."""
+    raw = read_bytes(path, hint=_HINT)
+    fast = decode_report(raw, path)
+    if fast is not None:
+        return fast
+    text = decode_text(raw, path, hint=_HINT)
     try:
         data = parse_json(text, path)
     except ValueError as exc:
@@ -319,15 +379,18 @@ def load_fleet(args: Sequence[str]) -> Fleet:
     """Read every report named (files or folders) and build the fleet view of those that can be
     read; the others are listed in ``Fleet.unreadable``. InputError when none can be read."""
     paths = report_paths(args)
-    good: list[tuple[str, Report]] = []
+    summaries = _Summaries()
+    good: list[tuple[str, Node]] = []
     bad: list[Unreadable] = []
     for path in paths:
         try:
-            good.append((path, read_report(path)))
+            report = read_report(path)
         except InputError as exc:
             bad.append(Unreadable(path, exc.message))
+        else:
+            good.append(summaries.node(path, report))  # the report itself is not kept
     if not good:
         if len(bad) == 1:
             raise InputError(bad[0].error, hint=_HINT)
         raise InputError(f"none of the {len(bad)} reports can be read; the first: {bad[0].error}", hint=_HINT)
-    return dataclasses.replace(build_fleet(good), unreadable=tuple(bad))
+    return dataclasses.replace(_build(good), unreadable=tuple(bad))

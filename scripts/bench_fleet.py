@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""`envkit fleet DIR --json` against a plain `json.load` loop over the same files, side by side.
+
+The reports are generated into a temporary folder from a real doctor report (an H200 node, driver
+580, torch 2.11+cu130: tests/data/reports/h200-580-torch2.11-cu130.json), renamed per node and with
+deviations planted: another driver, a node without its GPU, another torch build, a failing check,
+a NCCL variable set on a few nodes, and one report cut short (a node that died mid-write).
+
+Targets (issue #13): fleet over 10,000 reports <= 1.0x the json.load loop, both started as fresh
+interpreters and run alternately, the page cache warm for both; 100,000 reports must also work
+(the time and the peak RSS of the child are printed).
+
+    python scripts/bench_fleet.py                 # 10,000 reports, 3 runs each, then 100,000 once
+    python scripts/bench_fleet.py --nodes 2000 --runs 1 --large 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from _bench import print_medians
+
+BASE = Path(__file__).resolve().parent.parent / "tests" / "data" / "reports" / "h200-580-torch2.11-cu130.json"
+_HOST = "@@HOST@@"
+# What the comparison parses: the same files, the same order, every document fully loaded.
+_LOAD = """\
+import glob, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
+    try:
+        json.load(open(f, "rb"))
+    except ValueError:  # the report cut short
+        pass
+"""
+
+
+def _templates() -> dict[str, str]:
+    """Report texts with a host placeholder: the base node and one per planted deviation."""
+    base = json.loads(BASE.read_text(encoding="utf-8"))
+
+    base["host"] = base["facts"]["host"]["hostname"] = _HOST
+
+    def text(doc: dict[str, Any]) -> str:
+        return json.dumps(doc, indent=2, ensure_ascii=False)  # as `envkit doctor --json` writes it
+
+    def variant(change: Callable[[dict[str, Any]], None]) -> str:
+        doc = json.loads(text(base))  # a copy
+        change(doc)
+        return text(doc)
+
+    def driver(doc: dict[str, Any]) -> None:
+        doc["facts"]["driver"]["version"] = "580.126.09"
+
+    def no_gpu(doc: dict[str, Any]) -> None:
+        doc["facts"]["gpus"] = []
+
+    def torch(doc: dict[str, Any]) -> None:
+        doc["facts"]["torch"]["version"] = "2.10.0+cu130"
+
+    def failing(doc: dict[str, Any]) -> None:
+        check = doc["checks"][2]
+        check.update(status="fail", summary="GPU 0: 3 uncorrected ECC errors", fix="drain the node")
+
+    def nccl(doc: dict[str, Any]) -> None:
+        doc["facts"]["host"]["env"]["NCCL_SOCKET_IFNAME"] = "eth0"
+
+    return {
+        "base": text(base),
+        "driver": variant(driver),
+        "no_gpu": variant(no_gpu),
+        "torch": variant(torch),
+        "failing": variant(failing),
+        "nccl": variant(nccl),
+    }
+
+
+def generate(folder: Path, nodes: int) -> int:
+    """``nodes`` report files in ``folder``; returns their total size in bytes."""
+    texts = _templates()
+    planted = {"driver": 97, "no_gpu": 1009, "torch": 499, "failing": 1013, "nccl": 211}
+    size = 0
+    for n in range(1, nodes + 1):
+        kind = next((k for k, every in planted.items() if n % every == 0), "base")
+        body = texts[kind].replace(_HOST, f"gpu-node-{n:06d}")
+        if n == nodes // 2:
+            body = body[: len(body) // 3]  # a node that died mid-write: listed, not fatal
+        data = body.encode("utf-8")
+        (folder / f"gpu-node-{n:06d}.json").write_bytes(data)
+        size += len(data)
+    return size
+
+
+def run_rss(argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, int, bytes]:
+    """(wall seconds, the child's own peak RSS in KiB, its stdout), via os.wait4."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(argv, stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        elapsed = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if child.returncode not in ok:
+        sys.exit(f"{' '.join(argv)} failed ({child.returncode}): {stderr.decode()[-600:]}")
+    return elapsed, usage.ru_maxrss, stdout
+
+
+def fleet_argv(folder: Path) -> list[str]:
+    return [sys.executable, "-m", "envkit", "fleet", str(folder), "--json"]
+
+
+def compare(folder: Path, runs: int) -> None:
+    commands = {
+        "json.load loop": [sys.executable, "-c", _LOAD, str(folder)],
+        "envkit fleet": fleet_argv(folder),
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    rss: dict[str, list[int]] = {name: [] for name in commands}
+    run_rss(commands["json.load loop"])  # warm the page cache for both
+    for _ in range(runs):
+        for name, argv in commands.items():
+            elapsed, peak, stdout = run_rss(argv, ok=(0, 1))
+            times[name].append(elapsed)
+            rss[name].append(peak)
+            print(f"  {name:15s} {elapsed:6.2f} s  peak RSS {peak / 1024:6.0f} MiB", file=sys.stderr)
+            if name == "envkit fleet":
+                summary = json.loads(stdout)["summary"]
+                print(f"    {summary}", file=sys.stderr)
+    print_medians(times, base="json.load loop", width=15, digits=2)
+    for name, values in rss.items():
+        print(f"{name:15s} peak RSS median {statistics.median(values) / 1024:.0f} MiB")
+    ratio = statistics.median(times["envkit fleet"]) / statistics.median(times["json.load loop"])
+    print(
+        f"target: envkit fleet <= 1.0x the json.load loop: {ratio:.2f}x {'ok' if ratio <= 1.0 else 'MISSED'}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--large", type=int, default=100_000, help="reports for the one large run (0: none)")
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load:.2f} at the start")
+    with tempfile.TemporaryDirectory(prefix="envkit-bench-fleet-") as tmp:
+        folder = Path(tmp) / "small"
+        folder.mkdir()
+        size = generate(folder, args.nodes)
+        print(f"{args.nodes} reports, {size / 1e6:.0f} MB, {args.runs} runs each (alternating)")
+        compare(folder, args.runs)
+    if args.large:
+        with tempfile.TemporaryDirectory(prefix="envkit-bench-fleet-") as tmp:
+            folder = Path(tmp) / "large"
+            folder.mkdir()
+            size = generate(folder, args.large)
+            elapsed, peak, stdout = run_rss(fleet_argv(folder), ok=(0, 1))
+            summary = json.loads(stdout)["summary"]
+            print(
+                f"{args.large} reports, {size / 1e9:.1f} GB: envkit fleet {elapsed:.1f} s, "
+                f"peak RSS {peak / 1024:.0f} MiB, {summary['nodes']} nodes, "
+                f"{summary['unreadable']} unreadable"
+            )
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""envkit fleet at scale: reports are streamed and only what the views show is kept of each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from envkit.fleet.aggregate import build_fleet, load_fleet, read_report
+
+REPORT = Path(__file__).parent.parent.parent / "data" / "reports" / "h200-580-torch2.11-cu130.json"
+
+
+def write_nodes(folder: Path, count: int) -> list[Path]:
+    base = json.loads(REPORT.read_text(encoding="utf-8"))
+    paths = []
+    for n in range(1, count + 1):
+        base["host"] = base["facts"]["host"]["hostname"] = f"gpu-node-{n:03d}"
+        if n == 7:
+            base["facts"]["driver"]["version"] = "580.126.09"
+        elif n == 8:
+            base["facts"]["driver"]["version"] = "580.159.04"
+            base["checks"][2].update(status="fail", summary="GPU 0: 3 uncorrected ECC errors", fix="drain it")
+        else:
+            base["checks"][2].update(status="pass", summary="1 GPU healthy", fix="")
+        path = folder / f"gpu-node-{n:03d}.json"
+        path.write_text(json.dumps(base, indent=2), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def test_nodes_keep_only_what_the_views_show(tmp_path: Path) -> None:
+    write_nodes(tmp_path, 40)
+    fleet = load_fleet([str(tmp_path)])
+    assert len(fleet.nodes) == 40
+    assert [(d.node, d.key) for d in fleet.deviations] == [("gpu-node-007", "driver.version")]
+    assert [(f.node, f.check.id, f.check.fix) for f in fleet.failures] == [
+        ("gpu-node-008", "gpu.health", "drain it")
+    ]
+    first, second = fleet.nodes[0], fleet.nodes[1]
+    assert not hasattr(first, "report")
+    for a, b in zip(first.checks, second.checks):
+        assert a is b  # one copy of each equal result for the whole fleet
+        assert a.detail == "" and a.metrics == {}  # not shown by any fleet view: not kept
+    assert first.facts is not second.facts and first.facts == second.facts
+
+
+def test_streamed_and_in_memory_fleets_agree(tmp_path: Path) -> None:
+    paths = write_nodes(tmp_path, 12)
+    streamed = load_fleet([str(tmp_path)])
+    in_memory = build_fleet([(str(p), read_report(str(p))) for p in paths])
+    assert streamed.to_json() == in_memory.to_json()
+    assert streamed.to_json(strict=True) == in_memory.to_json(strict=True)
+    assert streamed.exit_code() == in_memory.exit_code() == 1
