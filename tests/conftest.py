@@ -351,6 +351,11 @@ def _guard_spawn(
     spawn = _proc._spawn
 
     def guarded(args: tuple[str, ...], env: Optional[Mapping[str, str]], *rest: Any) -> Any:
+        current = _proc._SCOPE.get()
+        if _proc._CLOSED or (current is not None and current.cancelled):
+            # _spawn starts nothing here ("not started: ... was abandoned"): a detector thread an
+            # earlier test gave up on, still running, is no process of this test.
+            return spawn(args, env, *rest)
         program = _program(args[0], env) if args else None
         if not allowed(args, program):
             shown = " ".join(args)[:200]

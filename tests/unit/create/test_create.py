@@ -367,6 +367,7 @@ PYPI_TORCH_FLAGS = (
 )
 
 
+@pytest.mark.slow  # three real envkit runs (~3 s); test_redact's properties cover the hiding in-process
 def test_mirror_credentials_reach_the_installer_only_through_its_environment(
     tmp_path: Path, private_index: _Index
 ) -> None:
