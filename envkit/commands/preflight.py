@@ -11,8 +11,10 @@ command line prints "no answer in time" and exits 1, unhealthy), so the node is 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Final, Optional
 
 from envkit.checks import CHECKS, run_checks
@@ -33,6 +35,9 @@ __all__ = ["DEFAULT_TIMEOUT_S", "KNOWN_CHECKS", "Watchdog", "drain_reason", "pre
 DEFAULT_TIMEOUT_S: Final = 30.0
 # Slurm keeps a drain reason short; sinfo -R shows ~40 columns by default.
 REASON_MAX: Final = 100
+# A command as envkit.proc quotes it (`argv…`), and an absolute path inside a summary.
+_COMMAND: Final = re.compile(r"`(\S+)[^`]*`")
+_PATH: Final = re.compile(r"(?<![\w.])(?:/[^\s/`'\"():]+)+/([^\s/`'\"():]+)")
 KNOWN_CHECKS: Final = (*CHECKS, *(f"verify.{c}" for c in ALL_CHECKS))
 
 
@@ -62,7 +67,11 @@ def drain_reason(report: Report) -> Optional[str]:
         return None
     first = fails[0]
     more = f" (+{len(fails) - 1} more)" if len(fails) > 1 else ""
-    text = " ".join(f"envkit: {first.id}: {first.summary}".replace('"', "'").split())
+    # The room goes to the check and its cause: a command shrinks to its program's name and a path
+    # to its last part ("`/opt/venv/bin/python …/verify_compile.py @@m@@` timed out" -> "python timed out").
+    summary = _COMMAND.sub(lambda m: Path(m.group(1)).name, first.summary)
+    summary = _PATH.sub(lambda m: m.group(1), summary)
+    text = " ".join(f"envkit: {first.id}: {summary}".replace('"', "'").split())
     if len(text) + len(more) > REASON_MAX:
         text = text[: REASON_MAX - len(more) - 1].rstrip() + "…"
     return text + more
@@ -77,8 +86,10 @@ def preflight(
     env_name: Optional[str] = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     progress: RunProgress = NO_PROGRESS,
+    compile_on: Optional[Sequence[str]] = None,
 ) -> Report:
-    """Run the gate within ``timeout`` seconds: doctor checks, expectations, verify checks."""
+    """Run the gate within ``timeout`` seconds: doctor checks, expectations, verify checks
+    (``compile_on``: verify.compile's devices, envkit.verify.compile_devices)."""
     expect: Optional[Expectations] = load_expectations(expect_path, KNOWN_CHECKS) if expect_path else None
     wanted = list(verify_checks)  # checked names (verify.parse_checks, or the expectations' require)
     if expect is not None:  # required verify checks run without being asked twice
@@ -93,7 +104,7 @@ def preflight(
     for result in checks:
         progress.landed(result)
     if wanted:
-        checks += run_verify_checks(system, interp.path, facts, wanted, progress=progress)
+        checks += run_verify_checks(system, interp.path, facts, wanted, progress=progress, compile_on=compile_on)
     if expect is not None:
         checks = apply_require_ignore(expect, checks)
     return Report.new(facts, checks, duration_s=round(time.monotonic() - start, 3))

@@ -175,6 +175,20 @@ def interpret(check: str, outcome: Optional[ProbeOutcome], facts: Facts) -> Chec
     if outcome is None:
         return CheckResult(cid, Status.FAIL, "did not run before the time limit", fix="raise --timeout")
     data = outcome.data
+    if data is None and outcome.result.timed_out:
+        took = outcome.result.duration_s
+        return CheckResult(
+            cid,
+            Status.FAIL,
+            f"the {check} probe timed out after {took:.1f} s",
+            detail=outcome.error or "",
+            fix=(
+                f"the probe ran past its time limit ({took:.1f} s): raise --timeout, or run "
+                f"`envkit verify --checks {check} --timeout 600` alone to see whether it finishes "
+                "(a first torch.compile or a busy GPU can take minutes; a hang is the driver's or NCCL's)"
+            ),
+            metrics={"returncode": outcome.result.returncode, "timed_out": True},
+        )
     if data is None:
         first_line = outcome.error.splitlines()[0] if outcome.error else "no output"
         return CheckResult(
