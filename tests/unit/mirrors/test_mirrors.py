@@ -328,10 +328,10 @@ def test_choose_picks_the_fastest_and_says_why_it_skipped_the_others(
     choice = choose(mirrors, "cu121", timeout=1.0)
     took = time.monotonic() - start
 
-    assert took < 2.5  # the hanging server costs the timeout, not more
+    assert took < 4  # the hanging server costs the timeout (1 s), not a wait for it (generous: shared CPUs)
     assert choice.mirror.name == "fast" and choice.how == "probed"
     assert choice.page == f"{fast.base}/whl/cu121/torch/"
-    assert choice.elapsed_s is not None and choice.elapsed_s < 0.5
+    assert choice.elapsed_s is not None and choice.elapsed_s < 1.0  # answered within the timeout
     reasons = {s.mirror: s.reason for s in choice.skipped}
     assert set(reasons) == {"hang", "slow", "lacking", "empty", "old"}
     assert reasons["hang"] == "timed out after 1.0 s"
@@ -432,7 +432,7 @@ def test_the_deadline_bounds_a_server_that_trickles(serve: Callable[..., Server]
     trickle.trickle = True  # each byte arrives within the socket timeout; only the deadline stops it
     start = time.monotonic()
     (result,) = probe([local("trickle", trickle.base)], timeout=0.5, total=0.8, variant="cu121")
-    assert time.monotonic() - start < 1.3
+    assert time.monotonic() - start < 4  # the trickle would go on; the 0.8 s deadline stops it
     assert not result.ok and result.error is not None and result.error.startswith("timed out after 0.8")
 
 
@@ -440,7 +440,8 @@ def test_probes_run_concurrently(serve: Callable[..., Server]) -> None:
     slow = serve(delay=0.5)
     start = time.monotonic()
     results = probe([local(f"s{i}", slow.base) for i in range(4)], timeout=2.0, variant="cu121")
-    assert time.monotonic() - start < 1.2 and all(r.ok for r in results)
+    # One after another they take 4 x 0.5 s; together, about 0.5 s (the bound leaves room for load).
+    assert time.monotonic() - start < 1.9 and all(r.ok for r in results)
     assert [r.mirror for r in results] == ["s0", "s1", "s2", "s3"]
 
 
