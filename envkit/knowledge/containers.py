@@ -22,6 +22,7 @@ _REF_RE: Final = re.compile(r"^[a-z0-9][a-z0-9._/-]*:[A-Za-z0-9][A-Za-z0-9._-]*$
 class ImageKind(StrEnum):
     CUDA_RUNTIME = "cuda-runtime"
     PYTORCH = "pytorch"
+    NGC = "ngc"  # nvcr.io/nvidia/pytorch: NVIDIA's own torch build (a 2.x.0a0 prerelease)
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ def _image(row: Row) -> BaseImage:
     except ValueError:
         raise row.fail("kind", " or ".join(k.value for k in ImageKind)) from None
     python, torch = row.version("python", optional=True), row.version("torch", optional=True)
-    if kind is ImageKind.PYTORCH and torch is None:
+    if kind in (ImageKind.PYTORCH, ImageKind.NGC) and torch is None:
         raise row.fail("torch", "the torch version of a pytorch image")
     if kind is ImageKind.CUDA_RUNTIME and python is None:
         raise row.fail("python", "the python3 version of the image's OS")

@@ -64,7 +64,9 @@ def choose_image(
     def runs(image: BaseImage) -> bool:
         return driver is None or rules.driver_floor(k, image.cuda, driver).runs
 
-    if want is ImageKind.PYTORCH:
+    if want is ImageKind.NGC:  # NVIDIA's torch build: any release of the plan's CUDA major it runs
+        fits = [i for i in rows if i.kind is ImageKind.NGC and i.cuda.major == plan.cuda.major and runs(i)]
+    elif want is ImageKind.PYTORCH:
         fits = [
             i
             for i in rows

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, Optional, Union
 
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge
+from envkit.knowledge.containers import ImageKind
 from envkit.mirrors.choose import Mirror, default_cache_path, load_mirrors, resolve_mirror
 from envkit.resolve import parse_torch_spec
 from envkit.specs.conda import render_environment, render_virtual_packages
@@ -161,7 +162,8 @@ def render_specs(
     if fmt == "pip":
         return {"requirements.txt": render_requirements(plan, template, source, regen)}
     if fmt in CONTAINER_FORMATS:
-        image = choose_image(plan, k)  # an nvidia/cuda runtime image (templates cannot ask for others yet)
+        want = ImageKind(template.base) if template.base else ImageKind.CUDA_RUNTIME  # the template's `base`
+        image = choose_image(plan, k, want=want)
         pip_regen = regen_command(plan, template, "pip", mirrors=tuple(mirrors.values()))
         files = {"requirements.txt": render_requirements(plan, template, source, pip_regen)}
         if fmt == "docker":

@@ -37,7 +37,10 @@ _FIELDS: Final = (
     "conda_packages",
     "pip_packages",
     "conda_channels",
+    "base",
 )
+# The base images a template may ask of --format docker/apptainer (envkit.knowledge.containers.ImageKind).
+BASES: Final = ("cuda-runtime", "pytorch", "ngc")
 _NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 # conda match spec: an optional channel (``conda-forge::``), a name, then a version/build part.
 _CONDA_SPEC_RE: Final = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._/-]*::)?([A-Za-z0-9_][A-Za-z0-9._-]*)(.*)$")
@@ -76,6 +79,7 @@ class Template:
     conda_packages: tuple[str, ...] = ()
     pip_packages: tuple[str, ...] = ()
     conda_channels: tuple[str, ...] = ()
+    base: Optional[str] = None  # --format docker/apptainer: "cuda-runtime" | "pytorch" | "ngc"
     source: str = ""  # the file it was read from
     builtin: bool = False  # shipped with envkit (named, not given by path)
 
@@ -203,6 +207,9 @@ def _template(path: Path, data: dict[str, Any], *, builtin: bool) -> Template:
     channels = r.strings("conda_channels")
     if any(c in ("defaults", "nodefaults") for c in channels):
         raise r.fail("conda_channels", "channel names other than defaults/nodefaults (envkit adds those)")
+    base = r.text("base")
+    if base is not None and base not in BASES:
+        raise r.fail("base", " or ".join(f'"{b}"' for b in BASES))
     description = r.text("description", required=True)
     assert description is not None
     return Template(
@@ -216,6 +223,7 @@ def _template(path: Path, data: dict[str, Any], *, builtin: bool) -> Template:
         conda_packages=_conda_packages(r),
         pip_packages=pip_packages,
         conda_channels=channels,
+        base=base,
         source=str(path),
         builtin=builtin,
     )

@@ -153,3 +153,17 @@ def test_a_file_of_no_known_kind_is_still_refused(tmp_path: Path) -> None:
         check_spec(odd, K, Target("linux-x86_64"))
     with pytest.raises(InputError, match="not a Dockerfile"):
         read_container(odd)
+
+
+def test_a_template_asks_for_an_ngc_or_pytorch_base(tmp_path: Path) -> None:
+    template = tmp_path / "ngc.toml"
+    template.write_text('name = "ngc"\ndescription = "NGC"\nbase = "ngc"\n', encoding="utf-8")
+    p = plan("580.65.06", "sm_90", cuda="13.0", python="3.12")
+    if p.cuda is None or p.cuda.major != 13:
+        pytest.skip(f"the knowledge base plans {p.variant} here, not a CUDA 13 build")
+    files = render_specs(p, load_template(str(template)), "docker")
+    assert "FROM nvcr.io/nvidia/pytorch:25.12-py3\n" in files["Dockerfile"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\ndescription = "x"\nbase = "alpine"\n', encoding="utf-8")
+    with pytest.raises(InputError, match="field 'base'"):
+        load_template(str(bad))
