@@ -266,6 +266,17 @@ def host_from(values: Mapping[str, Any], missing: Sequence[str] = ()) -> HostFac
     return HostFacts(**fields, unanswered=tuple(unanswered), notes=tuple(notes))
 
 
+# What names a host in a fleet (its majority, its odd ones out): cheap reads, no subprocess.
+IDENTITY: Final = ("hostname", "os", "kernel", "arch")
+
+
+def host_identity(system: System) -> HostFacts:
+    """The host's name, OS, kernel and CPU only (a verify report's host facts: envkit fleet groups
+    reports by them)."""
+    readers = host_readers(system)
+    return HostFacts(**{name: readers[name]() for name in IDENTITY})
+
+
 def detect_host(system: System) -> HostFacts:
     """Every host fact, one after the other (detect.detect_all runs the readers side by side)."""
     return host_from({name: read() for name, read in host_readers(system).items()})

@@ -292,10 +292,24 @@ class _Summaries:
             source=report.source,
             created=self._text(report.created) or "",
             envkit_version=self._text(report.envkit_version) or "",
-            checks=tuple(self._result(c) for c in report.checks),
+            checks=tuple(self._result(c) for c in verdicts(report)),
             facts=facts,
         )
         return path, node
+
+
+def verdicts(report: Report) -> tuple[CheckResult, ...]:
+    """The report's verdicts as this envkit gives them, so fleet and ``doctor --from`` agree on one
+    file: a report made by this version keeps its own (the same facts give the same verdicts);
+    another version's doctor checks are run again on its facts, and what needed the machine itself
+    (verify.*, expect.*) is kept as it was recorded."""
+    if report.envkit_version == __version__:
+        return report.checks
+    from envkit.checks import CHECKS, run_checks
+
+    if not any(c.id in CHECKS for c in report.checks):
+        return report.checks  # a verify report: nothing to recompute
+    return (*run_checks(report.facts), *(c for c in report.checks if c.id not in CHECKS))
 
 
 def build_fleet(reports: Sequence[tuple[str, Report]]) -> Fleet:

@@ -115,7 +115,10 @@ def test_verify_says_torch_is_not_installed_and_how_to_install_it(tmp_path: Path
     make_venv(venv)  # a real interpreter without torch
     proc = _verify("--python", str(venv / "bin/python"), env={**os.environ, "ENVKIT_OFFLINE": "1"})
     assert proc.returncode == 1, proc.stderr
-    (check,) = json.loads(proc.stdout)["checks"]
+    report = json.loads(proc.stdout)
+    # Which host ran it (a fleet of verify reports groups by these).
+    assert all(report["facts"]["host"][k] for k in ("hostname", "os", "kernel", "arch"))
+    (check,) = report["checks"]
     assert check["summary"] == f"torch is not installed in {venv}/bin/python (--python)"
     assert "install torch==" in check["fix"] and str(venv / "bin/python") in check["fix"]
     assert "NCCL" not in check["fix"] and "envkit doctor" not in check["fix"]
