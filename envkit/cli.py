@@ -450,6 +450,16 @@ def resolve(
     return 0
 
 
+CompileDevices = Annotated[
+    Optional[str],
+    typer.Option(
+        "--compile-devices",
+        metavar="DEVICES",
+        help="Where verify.compile compiles: cpu, cuda or cpu,cuda (default: cuda on a GPU node, else cpu).",
+    ),
+]
+
+
 @app.command(epilog=_examples("verify"))
 def verify(
     json_out: Annotated[
@@ -476,18 +486,26 @@ def verify(
         float, typer.Option("--timeout", metavar="SECONDS", help="Seconds the whole run may take.", min=1)
     ] = 600.0,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
+    compile_devices: CompileDevices = None,
     verbose: Verbose = False,
     quiet: Quiet = False,
 ) -> int:
     """torch.compile, AMP and NCCL smoke kernels on the detected hardware."""
     from envkit.system import System
-    from envkit.verify import parse_checks
+    from envkit.verify import parse_checks, parse_compile_devices
     from envkit.verify import verify as run_verify
 
     wanted = parse_checks(checks)
+    compile_on = parse_compile_devices(compile_devices)
     with _run_progress(quiet=quiet, json_out=json_out) as progress:
         report = run_verify(
-            System(), python=python, env_name=env, checks=wanted, timeout=timeout, progress=progress
+            System(),
+            python=python,
+            env_name=env,
+            checks=wanted,
+            timeout=timeout,
+            progress=progress,
+            compile_on=compile_on,
         )
     if json_out:
         print_json(report.to_json(strict=strict))
@@ -530,6 +548,10 @@ def mirrors(
         from envkit.render.console import render_mirrors
 
         render_mirrors(table, stdout)
+    probes = [row["probe"] for row in table["mirrors"] if row.get("probe") is not None]
+    if probe and probes and not any(p["ok"] for p in probes):
+        stderr.print(f"envkit: every mirror failed the probe ({len(probes)} of {len(probes)})", markup=False)
+        return 1
     return 0
 
 
@@ -570,6 +592,7 @@ def preflight(
         Optional[str], typer.Option("--env", metavar="NAME", help="Check the environment of this name.")
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
+    compile_devices: CompileDevices = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Also print the report (every check) on stdout.")
     ] = False,
@@ -579,9 +602,10 @@ def preflight(
     from envkit.commands.preflight import Watchdog, drain_reason
     from envkit.commands.preflight import preflight as run_preflight
     from envkit.system import System
-    from envkit.verify import parse_checks
+    from envkit.verify import parse_checks, parse_compile_devices
 
     checks = parse_checks(verify_checks, option="--verify") if verify_checks else ()
+    compile_on = parse_compile_devices(compile_devices)
     # The watchdog answers if anything below gets stuck past the budget (a C call holding the GIL).
     shown = _run_progress(quiet=quiet or not checks, json_out=json_out)
     with Watchdog(timeout + 5.0, _unanswered(timeout + 5.0)), shown as progress:
@@ -593,6 +617,7 @@ def preflight(
             env_name=env,
             timeout=timeout,
             progress=progress,
+            compile_on=compile_on,
         )
     junit_error: Optional[EnvkitError] = None
     if junit:

@@ -104,7 +104,9 @@ def preflight(
     for result in checks:
         progress.landed(result)
     if wanted:
-        checks += run_verify_checks(system, interp.path, facts, wanted, progress=progress, compile_on=compile_on)
+        checks += run_verify_checks(
+            system, interp.path, facts, wanted, progress=progress, compile_on=compile_on
+        )
     if expect is not None:
         checks = apply_require_ignore(expect, checks)
     return Report.new(facts, checks, duration_s=round(time.monotonic() - start, 3))

@@ -9,6 +9,7 @@ becomes that check's failure with the tail of its stderr; the others still repor
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import tempfile
 import time
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
 from envkit._probe_runner import ProbeOutcome, run_probe
 from envkit.detect import begin_run, detect_for_plan, run_bounded
+from envkit.detect.host import host_identity
 from envkit.errors import InputError
 from envkit.progress import NO_PROGRESS
 from envkit.report import Report
@@ -32,10 +34,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALL_CHECKS",
+    "COMPILE_DEVICES",
     "DEFAULT_CHECKS",
     "DEFAULT_TIMEOUT_S",
     "ProbeSpec",
+    "compile_devices",
     "parse_checks",
+    "parse_compile_devices",
     "probe_specs",
     "run_probes",
     "run_verify_checks",
@@ -49,6 +54,9 @@ DEFAULT_CHECKS: Final = ("device", "compile", "amp", "dist")
 DEFAULT_TIMEOUT_S: Final = 600.0
 # Checks that must have the GPUs to themselves run after the others.
 ALONE: Final = frozenset({"perf"})
+# Where verify.compile can compile (torch device types; inductor's CPU backend writes C++, its CUDA
+# backend Triton kernels).
+COMPILE_DEVICES: Final = ("cpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,34 @@ def parse_checks(text: Optional[str], *, option: str = "--checks") -> tuple[str,
             f"{option} {text!r}: unknown {', '.join(unknown) or 'list'}; choose from {', '.join(ALL_CHECKS)}"
         )
     return names
+
+
+def parse_compile_devices(text: Optional[str]) -> Optional[tuple[str, ...]]:
+    """``--compile-devices cpu,cuda``: the devices verify.compile compiles for; None (not given):
+    chosen from the machine (compile_devices)."""
+    if text is None:
+        return None
+    names = tuple(dict.fromkeys(n.strip().lower() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in COMPILE_DEVICES]
+    if unknown or not names:
+        raise InputError(
+            f"--compile-devices {text!r}: unknown {', '.join(unknown) or 'list'}; "
+            f"choose from {', '.join(COMPILE_DEVICES)}"
+        )
+    return names
+
+
+def compile_devices(facts: Facts, requested: Optional[Sequence[str]] = None) -> tuple[str, ...]:
+    """The devices verify.compile compiles for: those asked for; else the GPU path alone where the
+    machine has a GPU this torch can use (a CUDA build and a visible NVIDIA GPU), the CPU otherwise.
+
+    On a GPU node the CPU compile is the slow half (inductor's C++ codegen and a host compiler:
+    55 of 83 s on an H200, envkit issue #13) and says nothing about the GPU path a job runs, so it
+    runs only where there is no GPU, or when asked (``--compile-devices cpu,cuda``)."""
+    if requested:
+        return tuple(requested)
+    gpu = facts.torch.cuda is not None and facts.torch.hip is None and bool(facts.visible_gpus)
+    return ("cuda",) if gpu else ("cpu",)
 
 
 def run_probes(
@@ -98,7 +134,15 @@ def run_probes(
     return values
 
 
-def probe_specs(system: System, facts: Facts, checks: Sequence[str], cache_dir: str) -> list[ProbeSpec]:
+def probe_specs(
+    system: System,
+    facts: Facts,
+    checks: Sequence[str],
+    cache_dir: str,
+    *,
+    devices: Optional[Sequence[str]] = None,
+) -> list[ProbeSpec]:
+    """``devices``: verify.compile's (--compile-devices); None: compile_devices chooses."""
     env = dict(system.env)
     # A fresh inductor / Triton cache: the first compile is cold, the second one warm.
     compile_env = {
@@ -109,7 +153,7 @@ def probe_specs(system: System, facts: Facts, checks: Sequence[str], cache_dir: 
     visible = len(facts.visible_gpus) if facts.driver.version is not None else None
     configs: dict[str, dict[str, Any]] = {
         "device": {"nvml_gpus": visible},
-        "compile": {},
+        "compile": {"devices": list(compile_devices(facts, devices))},
         "amp": {},
         # The probe gives up on missing ranks before it is killed, so it can name them.
         "dist": {"timeout_s": max(5.0, system.timeout(CHECK_TIMEOUTS["dist"]) - 10.0)},
@@ -135,12 +179,16 @@ def verify(
     checks: Sequence[str] = DEFAULT_CHECKS,
     timeout: float = DEFAULT_TIMEOUT_S,
     progress: RunProgress = NO_PROGRESS,
+    compile_on: Optional[Sequence[str]] = None,
 ) -> Report:
-    """Run the verify checks in the chosen interpreter and report them (envkit.report/1)."""
+    """Run the verify checks in the chosen interpreter and report them (envkit.report/1);
+    ``compile_on``: verify.compile's devices (--compile-devices; None: compile_devices chooses)."""
     system, interp, start = begin_run(system, timeout=timeout, python=python, env_name=env_name)
     progress.stage(f"inspecting {interp.path}")
     facts = detect_for_plan(system, interp)
-    results = run_verify_checks(system, interp.path, facts, checks, progress=progress)
+    # Which host ran it, so a fleet of verify reports has a majority to compare with.
+    facts = dataclasses.replace(facts, host=host_identity(system))
+    results = run_verify_checks(system, interp.path, facts, checks, progress=progress, compile_on=compile_on)
     return Report.new(facts, results, duration_s=round(time.monotonic() - start, 3))
 
 
@@ -151,6 +199,7 @@ def run_verify_checks(
     checks: Sequence[str],
     *,
     progress: RunProgress = NO_PROGRESS,
+    compile_on: Optional[Sequence[str]] = None,
 ) -> list[CheckResult]:
     """The checks' probes in ``python``: side by side, then the ones in ALONE, one results each;
     ``progress`` hears each verdict as its probe answers."""
@@ -161,7 +210,7 @@ def run_verify_checks(
         progress.landed(landed[check])
 
     with tempfile.TemporaryDirectory(prefix="envkit-verify-") as cache_dir:
-        specs = probe_specs(system, facts, checks, cache_dir)
+        specs = probe_specs(system, facts, checks, cache_dir, devices=compile_on)
         for batch in ([s for s in specs if s.check not in ALONE], [s for s in specs if s.check in ALONE]):
             if batch:
                 progress.stage(f"verifying {python}")
