@@ -219,6 +219,8 @@ def render_plan(plan: Plan, console: Console, *, explain: bool = False) -> None:
         console.print(Text(f"  {plan.pip_command()}", style="cyan"))
     for warning in plan.warnings:
         console.print(Text(f"  ! {warning}", style="yellow"))
+    for note in plan.notes:
+        console.print(Text(f"  {note}", style="dim"))
     if explain:
         console.print()
         if plan.rejected:
