@@ -3,7 +3,11 @@
 # prints where they disagree (driver version, GPU count, names, memory, compute capability), the
 # doctor report, an NVML recording for tests/data/nvml/, `envkit resolve` for this machine, then
 # `envkit verify` with every check (device, compile, amp, dist, perf) and its metrics, and
-# `envkit preflight --verify device` with its time.
+# `envkit preflight --verify device` with its time. Each timed step prints its wall time next to its
+# target (issue #13, on one H200): doctor --deep <= 5 s, verify --checks device,compile,amp,dist
+# <= 20 s (twice: envkit compiles into a fresh inductor cache each run, so both runs are cold; the
+# probe's own cold / warm compile times are printed beside them), preflight --verify device,dist
+# <= 10 s (Slurm kills a HealthCheckProgram at 60 s; preflight's default budget is 30 s).
 #
 #   bash scripts/gpu_check.sh [OUT_DIR]
 #
@@ -15,6 +19,13 @@ mkdir -p "$out"
 py=${PYTHON:-python3}
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+# target LABEL START LIMIT_S: "LABEL: 12.34 s (target <= 20 s) ok|MISSED", also kept in targets.txt
+target() {
+  local took; took=$(since "$2")
+  awk -v l="$1" -v t="$took" -v m="$3" 'BEGIN { printf "TARGET %-44s %7.2f s (target <= %s s) %s\n", l, t, m, (t <= m ? "ok" : "MISSED") }' \
+    | tee -a "$out/targets.txt"
+}
+: > "$out/targets.txt"
 
 echo "== nvidia-smi"
 nvidia-smi
@@ -25,7 +36,8 @@ echo "== envkit doctor --deep --json"
 start=$(now)
 "$py" -m envkit doctor --deep --json --python "$py" > "$out/doctor.json"
 rc=$?
-echo "exit code $rc, $(since "$start") s"
+echo "exit code $rc"
+target "doctor --deep" "$start" 5
 "$py" -m envkit doctor --from "$out/doctor.json" || true
 
 echo "== NVML recording"
@@ -60,10 +72,32 @@ echo "== envkit resolve (this machine)"
 "$py" -m envkit resolve --explain || true
 "$py" -m envkit resolve --json > "$out/resolve.json"
 
+for run in 1 2; do
+  echo "== envkit verify --checks device,compile,amp,dist --json (run $run, fresh inductor cache)"
+  start=$(now)
+  "$py" -m envkit verify --checks device,compile,amp,dist --json --python "$py" > "$out/verify-$run.json"
+  echo "exit code $?"
+  target "verify device,compile,amp,dist (run $run)" "$start" 20
+  "$py" - "$out/verify-$run.json" <<'PY'
+import json, sys
+for check in json.load(open(sys.argv[1]))["checks"]:
+    print(f"  {check['id']:16s} {check['status']:5s} {check['summary'][:100]}")
+    if check["id"] == "verify.compile":
+        for d in (check.get("metrics") or {}).get("devices", []):
+            print(f"    compile on {d.get('device')}: cold {d.get('cold_compile_s')} s, warm {d.get('warm_compile_s')} s")
+PY
+done
+
+echo "== envkit preflight --verify device,dist"
+start=$(now)
+"$py" -m envkit preflight --verify device,dist --json --python "$py" > "$out/preflight-device-dist.json"
+echo "exit code $?"
+target "preflight --verify device,dist" "$start" 10
+
 echo "== envkit verify --checks device,compile,amp,dist,perf --json"
 start=$(now)
 "$py" -m envkit verify --checks device,compile,amp,dist,perf --json --python "$py" > "$out/verify.json"
-echo "exit code $?, $(since "$start") s"
+echo "exit code $?, $(since "$start") s (no target: perf runs alone after the others)"
 "$py" - "$out/verify.json" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
@@ -86,3 +120,6 @@ echo "== envkit preflight --verify device"
 start=$(now)
 "$py" -m envkit preflight --verify device --json --python "$py" > "$out/preflight.json"
 echo "exit code $?, $(since "$start") s"
+
+echo "== the targets"
+cat "$out/targets.txt"
