@@ -10,6 +10,7 @@ import shlex
 import shutil
 import stat
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
@@ -24,6 +25,35 @@ from envkit.knowledge import load_knowledge
 from envkit.system import System
 
 DATA = Path(__file__).parent / "data"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _bytecode_outside_the_tree()
+
+
+def _bytecode_outside_the_tree() -> None:
+    """Where PYTHONDONTWRITEBYTECODE is set (this machine kind sets it), pytest rewrites the asserts of
+    every test module on every run and each ``python -m envkit`` a test starts compiles envkit from
+    source: ~3-6 s of a run of the default suite. The compiled files go to a folder of this user's
+    outside the tree instead (sys.pycache_prefix, PYTHONPYCACHEPREFIX for the children), so the tree
+    stays free of __pycache__ as the setting wants. ENVKIT_TESTS_NO_PYCACHE=1 turns this off."""
+    if not sys.dont_write_bytecode or sys.pycache_prefix or os.environ.get("ENVKIT_TESTS_NO_PYCACHE"):
+        return
+    getuid = getattr(os, "getuid", None)
+    if getuid is None:
+        return
+    folder = Path(tempfile.gettempdir()) / f"envkit-tests-pycache-{getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+    except OSError:
+        return
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != getuid() or info.st_mode & 0o077:
+        return  # not this user's alone: never load bytecode someone else could have written
+    sys.pycache_prefix = str(folder)
+    sys.dont_write_bytecode = False
+    os.environ["PYTHONPYCACHEPREFIX"] = str(folder)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def torch_collect_env() -> ModuleType:
