@@ -7,14 +7,55 @@ import json
 import sys
 from typing import Any
 
+import msgspec
+
 __all__ = ["dumps", "print_json"]
+
+# The widest integer msgspec writes (int64 and uint64).
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 
 
 def dumps(data: Any) -> str:
-    """``data`` as indented JSON, redacted (envkit.redact): no --json output carries a credential."""
+    """``data`` as indented JSON, redacted (envkit.redact): no --json output carries a credential.
+
+    The text is json.dumps(indent=2, ensure_ascii=False)'s, byte for byte. msgspec writes it (in C,
+    ~10x faster: a 10,000-node fleet is 12 MB of JSON) where that is sure to be so, else json does."""
     from envkit.redact import redact_data
 
-    return json.dumps(redact_data(data), indent=2, ensure_ascii=False)
+    clean = redact_data(data)
+    if _msgspec_writes_it_alike(clean):
+        try:
+            return msgspec.json.format(msgspec.json.encode(clean), indent=2).decode("utf-8")
+        except (msgspec.EncodeError, TypeError, ValueError, OverflowError):  # a lone surrogate, ...
+            pass
+    return json.dumps(clean, indent=2, ensure_ascii=False)
+
+
+def _msgspec_writes_it_alike(data: Any) -> bool:
+    """Plain JSON data that msgspec writes as json.dumps does: text keys, integers of 64 bits, and
+    floats that Python's repr writes without an exponent (msgspec writes 1e16 where repr writes
+    1e+16, and null for nan / inf where json writes NaN / Infinity)."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is dict:
+            if not all(type(k) is str for k in item):
+                return False
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        elif kind is int:
+            if not _INT_MIN <= item <= _INT_MAX:
+                return False
+        elif kind is float:
+            if not (item == 0.0 or 1e-4 <= abs(item) < 1e16):  # also False for nan
+                return False
+        else:  # a tuple (json writes a list), a str subclass, anything else: json decides
+            return False
+    return True
 
 
 def print_json(data: Any) -> None:
