@@ -339,8 +339,13 @@ def test_cli_healthy_node_exits_0() -> None:
 
 @pytest.mark.slow
 @pytest.mark.host_tools
-def test_cli_healthy_node_exits_0_on_this_machine() -> None:
-    # This machine kind has no GPU and a working CPU torch: nothing fails.
+def test_cli_on_this_machine_gives_a_verdict() -> None:
+    # Whatever this machine is (which checks pass depends on it: a container without GPUs fails
+    # container.gpus), preflight answers: 0 and nothing on stderr, or 1 and one reason line.
     proc = envkit_cmd("preflight", "--python", sys.executable)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == ""
+    assert proc.returncode in (0, 1), proc.stderr
+    if proc.returncode == 0:
+        assert proc.stderr == ""
+    else:
+        (line,) = proc.stderr.splitlines()
+        assert line.startswith("envkit: ") and "Traceback" not in proc.stderr
