@@ -30,6 +30,7 @@ the reports' size. Equal texts are kept once for the whole fleet.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -141,10 +142,22 @@ class Fleet:
 
     def check_counts(self, check_id: str) -> dict[str, int]:
         """pass / warn / fail / skip counts of one check across nodes, and ``missing`` reports."""
-        statuses = Counter(n.status(check_id) for n in self.nodes)
+        statuses = self._statuses.get(check_id, Counter())
         counts = {s.value: statuses.get(s, 0) for s in Status}
-        counts["missing"] = statuses.get(None, 0)
+        counts["missing"] = len(self.nodes) - sum(statuses.values())
         return counts
+
+    @functools.cached_property
+    def _statuses(self) -> dict[str, Counter[Status]]:
+        # One pass over every node's checks (a check id twice in one report counts once, its first).
+        found: dict[str, Counter[Status]] = {}
+        for node in self.nodes:
+            seen = set()
+            for c in node.checks:
+                if c.id not in seen:
+                    seen.add(c.id)
+                    found.setdefault(c.id, Counter())[c.status] += 1
+        return found
 
     def failing_nodes(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(f.node for f in self.failures))
@@ -261,7 +274,8 @@ def _majority(key: str, values: Sequence[Optional[str]]) -> Majority:
 
 def _fleet_keys(prints: Iterable[dict[str, Optional[str]]]) -> list[str]:
     keys = [a.key for a in ASPECTS.values() if a.fleet is not None]
-    env = {k for p in prints for k in p if k.startswith(tuple(f"env.{e}" for e in FLEET_ENV))}
+    prefixes = tuple(f"env.{e}" for e in FLEET_ENV)
+    env = {k for p in prints for k in p if k.startswith(prefixes)}
     return keys + sorted(env, key=order)
 
 
