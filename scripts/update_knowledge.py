@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Final, Optional
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from envkit.knowledge import PLATFORMS, is_variant
+from envkit.knowledge import PLATFORMS, is_variant, variant_cuda
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -293,8 +293,9 @@ def variant_key(variant: str) -> tuple[int, tuple[int, ...], str]:
     """Order of variants in releases.toml: cpu, cuXYZ ascending, rocm ascending, xpu, the rest."""
     if variant == "cpu":
         return (0, (), "")
-    if re.fullmatch(r"cu\d{3}", variant):
-        return (1, (int(variant[2:]),), "")
+    cuda = variant_cuda(variant)  # cu92 (two digits: CUDA 9.x) sorts before cu100
+    if cuda is not None:
+        return (1, cuda.release, "")
     if re.fullmatch(r"rocm\d+(\.\d+)*", variant):
         return (2, tuple(int(p) for p in variant[4:].split(".")), "")
     if variant == "xpu":

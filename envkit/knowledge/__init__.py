@@ -50,8 +50,9 @@ __all__ = [
 PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64", "macos-x86_64")
 # Platforms whose CUDA variants must have a compiled-architecture row.
 CUDA_PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
-# A wheel variant: the folder of the PyTorch index and the local label of its wheels (+cu121).
-VARIANT_PATTERN: Final = r"(?:cpu|cu\d{3}|rocm\d+(?:\.\d+)*|xpu)"
+# A wheel variant: the folder of the PyTorch index and the local label of its wheels (+cu121); CUDA 9.x
+# folders have two digits (cu92: torch 1.2-1.7, pytorch.github.io previous-versions.md).
+VARIANT_PATTERN: Final = r"(?:cpu|cu\d{2,3}|rocm\d+(?:\.\d+)*|xpu)"
 _VARIANT_RE: Final = re.compile(f"^{VARIANT_PATTERN}$")
 
 
@@ -67,10 +68,10 @@ def is_variant(text: str) -> bool:
 def variant_cuda(variant: str) -> Optional[Version]:
     """The CUDA version of a wheel variant: cu121 -> 12.1, cu118 -> 11.8; None for cpu/rocm.
 
-    >>> variant_cuda("cu130"), variant_cuda("cpu")
-    (<Version('13.0')>, None)
+    >>> variant_cuda("cu130"), variant_cuda("cu92"), variant_cuda("cpu")
+    (<Version('13.0')>, <Version('9.2')>, None)
     """
-    if re.fullmatch(r"cu\d{3}", variant):
+    if re.fullmatch(r"cu\d{2,3}", variant):
         return Version(f"{variant[2:-1]}.{variant[-1]}")
     return None
 

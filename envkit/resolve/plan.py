@@ -102,13 +102,17 @@ class CudaRequest:
 
 
 def parse_cuda_request(text: str) -> CudaRequest:
-    """``--cuda auto | cpu | 12.1 | cu121 | 12 | rocm6.2``."""
+    """``--cuda auto | cpu | 12.1 | cu121 | 9.2 | cu92 | 12 | rocm6.2``.
+
+    CUDA 9.x folders have two digits (cu92: torch 1.2-1.7, pytorch/pytorch.github.io
+    _get_started/previous-versions.md), so a version's major has one or two digits.
+    """
     value = text.strip().lower()
     if value in (CudaKind.AUTO.value, CudaKind.CPU.value):
         return CudaRequest(CudaKind(value))
-    if re.fullmatch(r"cu\d{3}", value) or re.fullmatch(r"rocm\d+(\.\d+)*", value):
+    if variant_cuda(value) is not None or re.fullmatch(r"rocm\d+(\.\d+)*", value):
         return CudaRequest(CudaKind.EXACT, variant=value)
-    match = re.fullmatch(r"(\d{2})\.(\d)", value)
+    match = re.fullmatch(r"([1-9]\d?)\.(\d)", value)
     if match:
         return CudaRequest(CudaKind.EXACT, variant=f"cu{match.group(1)}{match.group(2)}")
     if re.fullmatch(r"\d{2}", value):

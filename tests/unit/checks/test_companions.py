@@ -93,9 +93,16 @@ def test_a_companion_shared_by_several_torch_releases_passes() -> None:
     assert result.status is Status.PASS
 
 
-def test_releases_the_table_does_not_know_skip() -> None:
-    """torch 1.7.0 with torchvision 0.8.1 (pytorch-lightning#4587, healthy): before the table starts."""
+def test_torch_1_7_0_with_torchvision_0_8_1_passes() -> None:
+    """pytorch-lightning#4587 (healthy): torchvision 0.8.1 is torch 1.7.0's (releases.toml's 1.7.0 row)."""
     result = check_torch_companions(facts("1.7.0+cu110", dist("torchvision", "0.8.1+cu110")))
+    assert result.status is Status.PASS
+    assert "torchvision 0.8.1+cu110 is torch 1.7.0's" in result.detail
+
+
+def test_releases_the_table_does_not_know_skip() -> None:
+    """torch 1.1.0 with torchvision 0.3.0 (previous-versions.md's v1.1.0): before the table starts."""
+    result = check_torch_companions(facts("1.1.0", dist("torchvision", "0.3.0")))
     assert result.status is Status.SKIP
     assert "not in envkit's release table" in result.detail
 
@@ -104,7 +111,14 @@ def test_an_old_torch_with_a_known_newer_torchvision_fails() -> None:
     result = check_torch_companions(facts("1.7.0", dist("torchvision", "0.11.1")))
     assert result.status is Status.FAIL
     assert "made for torch 1.10.0" in result.summary
-    assert "install the torchvision release made for torch 1.7.0" in result.fix
+    assert result.fix.endswith("torch==1.7.0 torchvision==0.8.1")  # 1.7.0's own torchvision
+
+
+def test_a_torch_before_the_table_with_a_known_torchvision_fails() -> None:
+    result = check_torch_companions(facts("1.1.0", dist("torchvision", "0.11.1")))
+    assert result.status is Status.FAIL
+    assert "made for torch 1.10.0" in result.summary
+    assert "install the torchvision release made for torch 1.1.0" in result.fix
 
 
 def test_nothing_to_compare_skips() -> None:

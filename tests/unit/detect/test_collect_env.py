@@ -510,7 +510,10 @@ def test_1x_report_quoted_in_a_reply_two_titan_rtx_on_windows() -> None:
     result = checks(facts)
     assert result["torch.installed"].summary == "torch 1.5.0+cu101 (CUDA 10.1) in python (collect_env)"
     assert result["torch.cpu_build_on_gpu"].status is Status.PASS
-    assert result["torch.gpu_arch"].status is Status.SKIP
+    # The official 1.5.0+cu101 Windows wheel has sm_75 (pytorch/builder:main@30850f425c45
+    # windows/cuda101.bat: 3.7+PTX;5.0;6.0;6.1;7.0;7.5), so both TITAN RTX are covered.
+    assert result["torch.gpu_arch"].status is Status.PASS
+    assert "sm_75" in result["torch.gpu_arch"].detail
 
 
 def test_macos_report_from_a_mail_reply_with_hard_wraps(render: Render) -> None:

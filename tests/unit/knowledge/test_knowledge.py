@@ -14,17 +14,47 @@ from envkit.versions import ComputeCapability, Version
 K = load_knowledge()
 
 
-def test_releases_span_1_8_to_the_newest() -> None:
+def test_releases_span_1_2_to_the_newest() -> None:
     versions = [r.torch for r in K.releases]
     assert versions == sorted(versions, reverse=True)
-    assert versions[-1] == Version("1.8.0")  # the oldest release with CUDA 11 wheels envkit lists
+    # 1.2.0 (2019-08-08): the oldest release on pytorch.github.io's previous-versions page with
+    # per-CUDA pip commands (cu92, cu100).
+    assert versions[-1] == Version("1.2.0")
     assert versions[0] >= Version("2.15.0")
+
+
+def test_companions_rise_with_torch() -> None:
+    # Each torch release has its own torchvision and torchaudio, newer than the previous release's
+    # (1.2.0: torchvision 0.4.0, torchaudio 0.3.0), except torchaudio 2.11 serving torch >= 2.11.
+    oldest_first = list(reversed(K.releases))
+    assert (oldest_first[0].torchvision, oldest_first[0].torchaudio) == (Version("0.4.0"), Version("0.3.0"))
+    for older, newer in zip(oldest_first, oldest_first[1:]):
+        assert newer.torchvision > older.torchvision, newer.torch
+        assert newer.torchaudio >= older.torchaudio, newer.torch
+
+
+def test_cu92_wheels_are_torch_1_2_to_1_7() -> None:
+    # CUDA 9.2 is a two-digit folder (cu92) on download.pytorch.org: torch 1.2.0 … 1.7.1 on Linux.
+    with_cu92 = [r.torch for r in K.releases if "cu92" in r.variants.get("linux-x86_64", ())]
+    assert min(with_cu92) == Version("1.2.0") and max(with_cu92) == Version("1.7.1")
+    assert variant_cuda("cu92") == Version("9.2") and kb.is_variant("cu92")
+
+
+def test_sm_35_left_the_linux_wheels_at_1_3_1() -> None:
+    # pytorch/builder 2aac90bd (2019-10-29) moved 3.5 to 3.7 after torch 1.3.0 was released;
+    # pytorch/pytorch#24205: "switched builds and nightlies from 3.5 to only 3.7".
+    k35 = ComputeCapability(3, 5)
+    for torch, has_35 in (("1.3.0", True), ("1.3.1", False)):
+        release = K.release(Version(torch))
+        assert release is not None
+        row = K.arch_for(release, "cu101", "linux-x86_64")
+        assert row is not None and (k35 in row.sass) is has_35, torch
 
 
 @pytest.mark.parametrize("release", K.releases, ids=lambda r: str(r.torch))
 def test_every_release_is_complete(release: kb.Release) -> None:
-    assert release.torchvision >= Version("0.9")
-    assert release.torchaudio >= Version("0.8")
+    assert release.torchvision >= Version("0.4")  # torch 1.2.0's
+    assert release.torchaudio >= Version("0.3")
     assert set(release.variants) <= set(PLATFORMS)
     assert "cpu" in release.variants["linux-x86_64"]
     assert release.pypi_default in release.variants["linux-x86_64"]

@@ -212,7 +212,7 @@ def test_plan_json_contract() -> None:
     assert data["commands"]["pip"].startswith("pip install torch==2.14.1+cu126 torchvision==0.29.1")
 
 
-@pytest.mark.parametrize("text", ["13.x", "cuda12", "1", "", "rocm"])
+@pytest.mark.parametrize("text", ["13.x", "cuda12", "1", "", "rocm", "cu9", "cu1234", "09.2", "9.22"])
 def test_bad_cuda_requests(text: str) -> None:
     with pytest.raises(InputError, match="--cuda"):
         parse_cuda_request(text)
@@ -221,6 +221,8 @@ def test_bad_cuda_requests(text: str) -> None:
 def test_cuda_request_forms() -> None:
     assert parse_cuda_request("12.1").variant == "cu121"
     assert parse_cuda_request("cu121").variant == "cu121"
+    # CUDA 9.x folders have two digits (download.pytorch.org/whl/cu92: torch 1.2-1.7).
+    assert parse_cuda_request("9.2").variant == "cu92" and parse_cuda_request("CU92").variant == "cu92"
     assert parse_cuda_request("12").major == 12
     assert parse_cuda_request("AUTO").kind is CudaKind.AUTO
     with pytest.raises(InputError, match="--torch"):

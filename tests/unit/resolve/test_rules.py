@@ -269,9 +269,23 @@ def test_an_unknown_floor_skips_and_says_what_is_missing() -> None:
     assert "no CUDA 8.x row" in result.detail
 
 
-def test_an_a100_under_a_cu102_build_envkit_does_not_list_fails() -> None:
+def test_an_a100_under_the_official_1_6_0_cu102_wheel_fails_on_its_exact_list() -> None:
+    # torch 1.6.0+cu102's list: pytorch/builder:main@8d064bfcfe2e manywheel/build.sh (3.7;5.0;6.0;7.0;7.5).
     facts = paste(
         version=Version("1.6.0"), cuda=Version("10.2"), gpu=("A100-SXM4-40GB", CC(8, 0)), driver="450.80.02"
+    )
+    result = check_gpu_arch(facts)
+    assert result.status is Status.FAIL
+    assert "compiled architectures (of the official wheel): sm_37 sm_50 sm_60 sm_70 sm_75" in result.detail
+
+
+def test_an_a100_under_a_cu102_build_envkit_does_not_list_fails() -> None:
+    # A source build (1.6.0a0+git…) is no official wheel: only CUDA 10.2's own bound is known.
+    facts = paste(
+        version=Version("1.6.0a0+b31f58d"),
+        cuda=Version("10.2"),
+        gpu=("A100-SXM4-40GB", CC(8, 0)),
+        driver="450.80.02",
     )
     result = check_gpu_arch(facts)
     assert result.status is Status.FAIL
