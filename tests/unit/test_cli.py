@@ -465,16 +465,25 @@ def test_mirrors_json_lists_the_table() -> None:
     assert all(m["kind"] == "torch-wheels" for m in table["mirrors"])
 
 
-def test_mirrors_probe_offline_fails_fast() -> None:
-    # Unreachable here (no DNS, no route): every probe fails fast with its reason, never a hang.
+def test_mirrors_probe_offline_fails_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every mirror unreachable, on any machine: the requests go through a proxy on a closed local port
+    # (urllib's default opener honours HTTP(S)_PROXY, as pip does), so no test reaches the internet.
+    # Every probe fails fast with its reason, never a hang.
     import time
 
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
     start = time.monotonic()
     result = runner.invoke(cli.app, ["mirrors", "--probe", "--json", "--kind", "pypi", "--timeout", "0.5"])
     assert time.monotonic() - start < 5
     table = json.loads(result.stdout)
     assert table["variant"] == "cpu"
     assert all("probe" in m for m in table["mirrors"])
+    assert table["mirrors"] and all(
+        m["probe"]["ok"] is False and m["probe"]["error"] for m in table["mirrors"]
+    )
 
 
 def test_mirrors_bad_kind_is_exit_2() -> None:
