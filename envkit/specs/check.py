@@ -354,7 +354,7 @@ def check_spec(path: Union[str, Path], knowledge: Knowledge, target: Target) -> 
     """Check ``path`` for ``target``: a container file (Dockerfile, Apptainer definition, Compose
     file, Kubernetes manifest: envkit.specs.check_container's CONTAINER_CHECK_IDS), else an
     environment.yml (by its .yml/.yaml suffix) or a requirements.txt: one result per CHECK_IDS entry.
-    InputError when the file cannot be read."""
+    InputError when the file cannot be read or is none of these (envkit.specs.read.NOT_A_SPEC)."""
     if str(path) != "-":  # standard input is read once, as a spec
         from envkit._files import read_text
         from envkit.specs.check_container import check_container

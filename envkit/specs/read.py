@@ -16,14 +16,22 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from envkit._files import parse_yaml, read_text
+from envkit._files import parse_json, parse_toml, parse_yaml, read_text
 from envkit.errors import InputError
 from envkit.versions import spec_fits
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["Pin", "SpecFile", "conda_range", "parse_conda_spec", "parse_requirement", "read_spec"]
+__all__ = [
+    "NOT_A_SPEC",
+    "Pin",
+    "SpecFile",
+    "conda_range",
+    "parse_conda_spec",
+    "parse_requirement",
+    "read_spec",
+]
 
 # pip's index options as a requirements file may write them: ``-i URL``, ``-iURL``, ``--index-url=URL``.
 _OPTION_RE: Final = re.compile(
@@ -213,9 +221,60 @@ def _environment(text: str, path: str) -> SpecFile:
     return SpecFile(path, "conda", tuple(channels), conda, **pip)
 
 
+# pip's requirements-file options (pip/_internal/req/req_file.py, SUPPORTED_OPTIONS and
+# SUPPORTED_OPTIONS_REQ, pip 24): a line that starts with one of them is a requirements.txt line.
+_PIP_FILE_OPTIONS: Final = frozenset(
+    {
+        "-i", "--index-url", "--extra-index-url", "--no-index", "-c", "--constraint", "-r", "--requirement",
+        "-e", "--editable", "-f", "--find-links", "--no-binary", "--only-binary", "--prefer-binary",
+        "--require-hashes", "--pre", "--trusted-host", "--use-feature", "--hash", "--config-settings",
+        "--global-option",
+    }
+)  # fmt: skip
+_OPTION_NAME_RE: Final = re.compile(r"^(-[A-Za-z]|--[A-Za-z][A-Za-z-]*)")
+NOT_A_SPEC: Final = (
+    "not an environment.yml, requirements.txt, Dockerfile, Apptainer definition, Compose file or "
+    "Kubernetes manifest"
+)
+
+
+def _is_requirement_line(line: str) -> bool:
+    """A PEP 508 requirement or one of pip's requirements-file options."""
+    option = _OPTION_NAME_RE.match(line)
+    if option:
+        return option.group(1) in _PIP_FILE_OPTIONS
+    return parse_requirement(_TRAILING_OPTION_RE.split(line, maxsplit=1)[0]) is not None
+
+
+def _other_format(text: str, label: str) -> Optional[str]:
+    """What a file given as a requirements.txt is instead: a JSON object or a TOML table (no real
+    requirements.txt parses as either; a template's multi-line string may hold a line like
+    ``PyTorch``, a PEP 508 name, so a requirement line alone does not tell them apart)."""
+    try:
+        if text.lstrip().startswith("{") and isinstance(parse_json(text, label), dict):
+            return "it is a JSON object (an envkit report? `envkit doctor --from FILE` reads those)"
+    except (InputError, ValueError):  # parse_json: ValueError when it is not JSON
+        pass
+    try:
+        if parse_toml(text, label):
+            return "it is a TOML table (an envkit template? `envkit spec FILE` renders one)"
+    except InputError:
+        pass
+    return None
+
+
 def read_spec(path: Path) -> SpecFile:
-    """Read an ``environment.yml`` (by its .yml/.yaml suffix) or a ``requirements.txt`` (anything else)."""
+    """Read an ``environment.yml`` (by its .yml/.yaml suffix) or a ``requirements.txt`` (anything else
+    with at least one requirement or pip option line); InputError (NOT_A_SPEC) for an empty file and
+    for one with no requirement line, such as a JSON report or a TOML template."""
     text = read_text(str(path))
+    lines = [_COMMENT_RE.sub("", raw).strip() for raw in _joined(text)]
+    if not any(lines):
+        raise InputError(f"{path}: {NOT_A_SPEC}", hint="the file is empty")
     if path.suffix.lower() in (".yml", ".yaml"):
         return _environment(text, str(path))
+    other = _other_format(text, str(path))
+    if other is not None or not any(_is_requirement_line(line) for line in lines if line):
+        hint = other or "no line is a requirement (PEP 508) or a pip option (-r, --index-url, ...)"
+        raise InputError(f"{path}: {NOT_A_SPEC}", hint=hint)
     return SpecFile(str(path), "pip", **_pip_lines(_joined(text)))

@@ -3,12 +3,14 @@ target machine; and every file envkit renders passes its own check."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Optional
 
 import pytest
 
-from envkit.errors import InputError
+from envkit.errors import EXIT_USAGE, InputError
 from envkit.knowledge import load_knowledge
 from envkit.report import CheckResult, Status
 from envkit.resolve import Channel, Request, parse_cuda_request, parse_torch_spec, resolve
@@ -293,6 +295,56 @@ def test_bad_environment_files(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(InputError, match=message) as info:
         check_spec(path, K, target())
     assert str(path) in info.value.message
+
+
+NOT_A_SPEC_FILES = {
+    "empty.txt": "",
+    "blank.txt": "\n   \n# only a comment\n",
+    "empty.yml": "",
+    "report.json": '{"schema": 1, "facts": {"driver": {"version": "550.54.15"}}}\n',
+    "report.txt": '{\n  "schema": 1\n}\n',  # a report saved under another name
+    "mine.toml": 'name = "mine"\ndescription = """\nPyTorch\n"""\nconda_packages = ["nccl"]\n',
+    "notes.txt": "remember to install torch!\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_A_SPEC_FILES))
+def test_files_that_are_no_spec_are_refused(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_text(NOT_A_SPEC_FILES[name])
+    with pytest.raises(InputError) as info:
+        check_spec(path, K, target())
+    assert info.value.message == (
+        f"{path}: not an environment.yml, requirements.txt, Dockerfile, Apptainer definition, "
+        "Compose file or Kubernetes manifest"
+    )
+    assert info.value.hint
+
+
+def test_the_command_line_refuses_them_with_exit_2(tmp_path: Path) -> None:
+    for name in ("empty.txt", "report.json", "mine.toml"):
+        path = tmp_path / name
+        path.write_text(NOT_A_SPEC_FILES[name])
+        run = subprocess.run(
+            [sys.executable, "-m", "envkit", "spec", "--check", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert run.returncode == EXIT_USAGE, (name, run.stdout, run.stderr)
+        assert f"{path}: not an environment.yml, requirements.txt" in run.stderr
+        assert "Traceback" not in run.stderr and not run.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["torch==2.5.1\n", "-r base.txt\n", "--index-url https://download.pytorch.org/whl/cu121\n", "-e .\n"],
+)
+def test_one_requirement_or_option_line_is_a_requirements_file(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "requirements.txt"
+    path.write_text("# pinned\n" + text)
+    assert read_spec(path).kind == "pip"
 
 
 def test_missing_file(tmp_path: Path) -> None:
