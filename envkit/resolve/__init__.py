@@ -386,7 +386,8 @@ def _plan(
     conda = None
     if request.channel is Channel.CONDA:
         conda = _conda_spec(k, chosen, python)
-        if chosen.route is Route.CONDA_FORGE:
+        if chosen.route is Route.CONDA_FORGE and variant_cuda(chosen.variant) is not None:
+            # A CPU build (pytorch=V=cpu*) is chosen by its build string: __cuda picks nothing.
             warnings.append(
                 "conda-forge picks the CUDA minor through the __cuda virtual package; its builds' "
                 "architecture lists are taken to match the pip wheels'"

@@ -79,11 +79,16 @@ def render_virtual_packages(plan: Plan, k: Knowledge, template_name: str, regen:
         lines.append(
             f"__cuda={plan.cuda}: no target driver was given, so the plan's own CUDA (pass --driver)."
         )
-    lines += [
-        "Without this file conda-lock assumes __cuda=11.4 (conda-lock's default-virtual-packages.yaml) and,",
-        "on a login node without GPUs, would lock builds for CUDA 11.4 rather than for the compute nodes.",
-    ]
-    if "__cuda" not in packages:
+    if plan.cuda is None:
+        # pytorch=V=cpu* (or cpuonly) picks the CPU build whatever __cuda says: nothing to warn about.
+        lines.append("torch is the CPU build: its build string chooses it, not __cuda.")
+    else:
+        lines += [
+            "Without this file conda-lock assumes __cuda=11.4 (its default-virtual-packages.yaml) and,",
+            "on a login node without GPUs, would lock builds for CUDA 11.4 rather than for the",
+            "compute nodes.",
+        ]
+    if "__cuda" not in packages and plan.cuda is not None:
         lines.append("No __cuda: the target has no NVIDIA driver, so no CUDA build may be chosen.")
     out = [*comment(lines), "subdirs:", f"  {subdir}:", "    packages:"]
     out += [f"      {name}: {json.dumps(value)}" for name, value in packages.items()]

@@ -23,7 +23,14 @@ from envkit.errors import InputError
 from envkit.resolve import parse_torch_spec
 from envkit.versions import Version
 
-__all__ = ["COMPANIONS", "Template", "builtin_dir", "list_templates", "load_template"]
+__all__ = [
+    "COMPANIONS",
+    "Template",
+    "builtin_dir",
+    "conda_match_spec_name",
+    "list_templates",
+    "load_template",
+]
 
 COMPANIONS: Final = ("torchvision", "torchaudio")
 _FIELDS: Final = (
@@ -42,9 +49,42 @@ _FIELDS: Final = (
 # The base images a template may ask of --format docker/apptainer (envkit.knowledge.containers.ImageKind).
 BASES: Final = ("cuda-runtime", "pytorch", "ngc")
 _NAME_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-# conda match spec: an optional channel (``conda-forge::``), a name, then a version/build part.
-_CONDA_SPEC_RE: Final = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._/-]*::)?([A-Za-z0-9_][A-Za-z0-9._-]*)(.*)$")
-_CONDA_REST_RE: Final = re.compile(r"^(\s*[=<>!~ ][^#\n]*|\[[^\]\n]*\])?$")
+# A conda match spec, in the forms conda's docs give
+# (https://docs.conda.io/projects/conda/en/latest/user-guide/concepts/pkg-specs.html): ``name``,
+# ``name version``, ``name version build``, ``name=1.2``, ``name==1.2=build``, ``name>=1.2,<2``,
+# ``name 1.2|1.4``, ``name=1.2.*``, ``channel::name``, ``name[version='>=1.2', build=...]``. This is a
+# subset of what conda's parser (conda/models/match_spec.py, _parse_spec_str) takes: every spec it
+# admits conda reads as written (tests/unit/specs/test_templates.py holds it to conda's own MatchSpec),
+# and conda's leniencies (``nccl 2 3 4``, ``nccl (x)``, ``>= 2``) are refused rather than guessed at.
+# conda's VersionOrder: an optional integer epoch, segments of letters and digits split by . or _
+# (conda reads _ as .; an empty segment is an error), an optional +local part.
+_C_VERSION: Final = r"(?:\d+!)?[A-Za-z0-9]+(?:[._][A-Za-z0-9]+)*(?:\+[A-Za-z0-9]+(?:[._][A-Za-z0-9]+)*)?"
+_C_TERM: Final = (
+    rf"(?:(?:==|!=|=)?{_C_VERSION}(?:\.?\*)?|(?:<=|>=|<|>|~=){_C_VERSION}|\*)"  # * only where = means it
+)
+_C_CONSTRAINT: Final = rf"{_C_TERM}(?:[,|]{_C_TERM})*"
+_C_BUILD: Final = r"[A-Za-z0-9_.*+]+"  # conda's build part: no - = , | < > ~
+_CONDA_MATCH_RE: Final = re.compile(
+    r"^(?:[A-Za-z0-9][A-Za-z0-9._/-]*::)?"  # channel (and subdir): conda-forge::, pytorch/linux-64::
+    r"(?P<name>[A-Za-z0-9_][A-Za-z0-9._-]*)"
+    r"(?:"
+    rf"\s*(?:=|==)(?:{_C_VERSION}|\*)(?:\.?\*)?={_C_BUILD}"  # name=1.2=build, name==1.2=build
+    rf"|\s*(?=[=<>!~]){_C_CONSTRAINT}(?:\s+{_C_BUILD})?"  # name>=1.2,<2 [build]
+    rf"|\s+{_C_CONSTRAINT}(?:\s+{_C_BUILD})?"  # name 1.2 [build]
+    r"|\[(?P<brackets>[^\[\]]*)\]"  # name[key=value, ...]
+    r")?$"
+)
+# One key=value of a bracket part, the value bare or quoted (quoted, it may hold a comma).
+_BRACKET_RE: Final = re.compile(
+    r"""\s*(version|build|build_number|channel|subdir)=(?:'([^']+)'|"([^"]+)"|([^'",\s]+))\s*(?:,|$)"""
+)
+_BRACKET_VALUE: Final = {
+    "version": re.compile(rf"^{_C_CONSTRAINT}$"),
+    "build": re.compile(rf"^{_C_BUILD}$"),
+    "build_number": re.compile(r"^(?:[<>]=?|==|!=)?\d+$"),
+    "channel": re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$"),
+    "subdir": re.compile(r"^[a-z0-9]+-[a-z0-9_]+$|^noarch$"),
+}
 # Names the plan pins itself: a template that lists them could swap the torch build behind the plan.
 _MANAGED: Final = frozenset(
     {
@@ -171,14 +211,46 @@ def _packages(r: _Reader) -> tuple[str, ...]:
     return tuple(out)
 
 
+def conda_match_spec_name(text: str) -> Optional[str]:
+    """The package name of a conda match spec (``conda-forge::nccl>=2.18`` -> ``nccl``), or None when
+    ``text`` is not one in the forms of conda's docs (``nccl >= = 2``).
+
+    >>> conda_match_spec_name("conda-forge::nccl>=2.18,<3"), conda_match_spec_name("nccl >= = 2")
+    ('nccl', None)
+    """
+    match = _CONDA_MATCH_RE.match(text.strip())
+    if match is None:
+        return None
+    brackets = match.group("brackets")
+    if brackets is not None:
+        seen: set[str] = set()
+        at = 0
+        while at < len(brackets):
+            pair = _BRACKET_RE.match(brackets, at)
+            if pair is None or pair.end() == at:
+                return None
+            key, value = pair.group(1), pair.group(2) or pair.group(3) or pair.group(4)
+            if key in seen or not _BRACKET_VALUE[key].match(value):
+                return None
+            seen.add(key)
+            at = pair.end()
+        if not seen or brackets.rstrip().endswith(","):
+            return None
+    return match.group("name")
+
+
 def _conda_packages(r: _Reader) -> tuple[str, ...]:
     out = []
     for item in r.strings("conda_packages"):
-        match = _CONDA_SPEC_RE.match(item)
-        if match is None or not _CONDA_REST_RE.match(match.group(2)):
-            raise r.fail("conda_packages", f"conda match specs like 'nccl>=2.18' ({item!r})")
-        if match.group(1).lower() in _MANAGED:
-            raise r.fail("conda_packages", f"no {match.group(1)}: the resolved plan pins the torch build")
+        name = conda_match_spec_name(item)
+        if name is None:
+            raise r.fail(
+                "conda_packages",
+                f"conda match specs like 'nccl', 'nccl>=2.18,<3', 'nccl=2.18.*' or 'conda-forge::nccl' "
+                f"({item!r} is not one)",
+            )
+        if name.lower() in _MANAGED:
+            raise r.fail("conda_packages", f"no {name}: the resolved plan pins the torch build")
         out.append(item)
     return tuple(out)
 

@@ -226,6 +226,26 @@ def test_virtual_packages_without_a_driver() -> None:
     )
 
 
+@pytest.mark.parametrize(("driver", "torch"), [(None, "2.8.0"), ("570.86.10", "2.8.0"), (None, "2.4.1")])
+def test_a_cpu_conda_spec_has_no_cuda_warning(
+    tmp_path: Path, mapping: str, driver: Optional[str], torch: str
+) -> None:
+    # conda-forge (2.8.0) and the pytorch channel (2.4.1), with and without a driver on the target.
+    p = plan(driver, torch=torch, cuda="cpu", channel="conda")
+    assert p.cuda is None and not any("__cuda" in w for w in p.warnings)
+    files = render_specs(p, PT2, "conda-lock")
+    for name, text in files.items():
+        comments = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+        assert "__cuda virtual package" not in comments and "CUDA 11.4" not in comments, name
+    assert "CPU build" in files["virtual-packages.yml"]
+    conda_lock_parse(files["environment.yml"], tmp_path, mapping)  # still conda-lock's input
+    assert "__cuda" not in render_specs(p, PT2, "conda")["environment.yml"]
+    # A CUDA plan on conda-forge keeps both: there __cuda does choose the build.
+    gpu = plan("570.86.10", "sm_90", torch="2.8.0", channel="conda")
+    assert any("__cuda virtual package" in w for w in gpu.warnings)
+    assert "CUDA 11.4" in render_specs(gpu, PT2, "conda-lock")["virtual-packages.yml"]
+
+
 # pip ----------------------------------------------------------------------------------------------
 
 

@@ -3,15 +3,21 @@ mistake is an InputError that names the file and the field."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from packaging.requirements import Requirement
 
 import envkit
 from envkit.errors import EXIT_USAGE, InputError
-from envkit.specs.template import builtin_dir, list_templates, load_template
+from envkit.specs.template import builtin_dir, conda_match_spec_name, list_templates, load_template
 from envkit.versions import Version
 
 REPO_ENVS = Path(__file__).parents[3] / "envs"
@@ -125,3 +131,127 @@ def test_unknown_names_and_paths() -> None:
         load_template("pt3")
     with pytest.raises(InputError, match="no such template file"):
         load_template("./missing.toml")
+
+
+# conda_packages are conda match specs, held to conda's own parser ---------------------------------
+
+# The forms of conda's docs (https://docs.conda.io/projects/conda/en/latest/user-guide/concepts/pkg-specs.html)
+# and the ones envkit writes itself.
+CONDA_SPECS_OK = [
+    "nccl",
+    "nccl 2.18",
+    "nccl 2.18.5 h6103f9b_0",
+    "nccl==2.18.5",
+    "nccl>=2.18,<3",
+    "nccl=2.18.*",
+    "nccl=2.18",
+    "nccl 2.18|2.19",
+    "nccl=2.18.5=h6103f9b_0",
+    "conda-forge::nccl",
+    "conda-forge::nccl>=2.18",
+    "nccl>=2.18 cuda*",
+    "nccl !=2.19.1",
+    "nccl[version='>=2.18,<3']",
+    'nccl[build="cuda*", version="2.18.*"]',
+]
+# What conda refuses, and conda's leniencies that hide a typo (conda reads `nccl 2 3 4` as version 2,
+# build "3 4", and `nccl (2)` as plain nccl).
+CONDA_SPECS_BAD = [
+    "nccl >= = 2",
+    "nccl>=",
+    "nccl==",
+    "nccl<<2",
+    "nccl>==2",
+    "nccl 2.18,",
+    "nccl[bogus=1]",
+    "nccl >= 2",
+    "nccl 2 3 4",
+    "nccl (2)",
+    "nccl; rm -rf /",
+    "::nccl",
+]
+
+
+def match_spec() -> Any:
+    conda_lock = pytest.importorskip("conda_lock", reason="conda-lock (the test extra, Python >= 3.10)")
+    assert conda_lock
+    from conda_lock.interfaces.vendored_conda import MatchSpec
+
+    return MatchSpec
+
+
+@pytest.mark.parametrize("spec", CONDA_SPECS_OK)
+def test_conda_match_specs_conda_reads(spec: str) -> None:
+    assert conda_match_spec_name(spec) == "nccl"
+    assert match_spec()(spec).name == "nccl"  # conda reads it, as the same package
+
+
+@pytest.mark.parametrize("spec", CONDA_SPECS_BAD)
+def test_conda_match_specs_refused(tmp_path: Path, spec: str) -> None:
+    assert conda_match_spec_name(spec) is None
+    path = tmp_path / "mine.toml"
+    path.write_text(f'name = "x"\ndescription = "d"\nconda_packages = [{json.dumps(spec)}]\n')
+    with pytest.raises(InputError) as info:
+        load_template(str(path))
+    assert str(path) in info.value.message and "'conda_packages'" in info.value.message
+    assert repr(spec) in info.value.message
+
+
+def test_conda_refuses_what_conda_refuses() -> None:
+    refused = [s for s in CONDA_SPECS_BAD if s not in ("nccl >= 2", "nccl 2 3 4", "nccl (2)", "::nccl")]
+    refused.remove("nccl; rm -rf /")
+    for spec in refused:  # the oracle agrees these are not match specs at all
+        with pytest.raises(Exception, match="Invalid"):
+            match_spec()(spec)
+
+
+_SPEC_CHARS = st.sampled_from(
+    [
+        *"nc l2.18*=<>!~,|[]'\"_-:+0a",
+        "nccl",
+        "version=",
+        "build=",
+        "build_number=",
+        "subdir=",
+        "conda-forge::",
+    ]
+)
+
+
+@given(st.lists(_SPEC_CHARS, max_size=12).map("".join))
+@settings(max_examples=300, deadline=None)
+def test_every_spec_envkit_takes_conda_takes(text: str) -> None:
+    name = conda_match_spec_name(text)
+    if name is not None:
+        assert match_spec()(text.strip()).name == name.lower(), text
+
+
+def test_bad_conda_spec_is_exit_2_before_anything_is_written(tmp_path: Path) -> None:
+    template = tmp_path / "mine.toml"
+    template.write_text(
+        'name = "mine"\ndescription = "d"\nchannel = "conda"\nconda_packages = ["nccl >= = 2"]\n'
+    )
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "envkit",
+            "spec",
+            str(template),
+            "--format",
+            "conda",
+            "--cuda",
+            "cpu",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == EXIT_USAGE, run.stderr
+    assert str(template) in run.stderr and "'conda_packages'" in run.stderr and "'nccl >= = 2'" in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not out.exists()
