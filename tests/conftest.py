@@ -327,6 +327,8 @@ def data_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
 #   PURE_PACKAGES: checks, knowledge, resolve, specs, fleet): any child at all is refused. Opt out
 #   with @pytest.mark.real_processes.
 #
+# host_tools_guard also keeps tests/unit offline (OFFLINE_PROXY); @pytest.mark.host_tools lifts it too.
+#
 # A refused start raises HostProcessError where it happens and, since a detector may turn that into a
 # note, fails the test at teardown too, naming the program.
 
@@ -335,6 +337,8 @@ POSIX_UTILITIES = frozenset(
     {"sh", "bash", "sleep", "cat", "true", "false", "yes", "echo", "env", "kill", "timeout", "printf"}
 )
 REPO = Path(__file__).resolve().parents[1]
+# Nothing listens on the discard port: a request through this proxy is refused at once.
+OFFLINE_PROXY = "http://127.0.0.1:9"
 # The test folders of envkit's packages whose code never runs a process (no_real_processes is autouse).
 PURE_PACKAGES = frozenset({"checks", "knowledge", "resolve", "specs", "fleet"})
 
@@ -424,6 +428,12 @@ def host_tools_guard(
     if where is None or request.node.get_closest_marker("host_tools"):
         yield
         return
+    # Offline: HTTP(S) requests (envkit's urllib opener, pip and uv in children) go through a proxy on
+    # a closed local port, so none reaches the internet; 127.0.0.1 (the tests' servers) stays direct.
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(name, OFFLINE_PROXY)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.setenv(name, "127.0.0.1,localhost,::1")
     if where[0] in PURE_PACKAGES and not request.node.get_closest_marker("real_processes"):
         request.getfixturevalue("no_real_processes")
         yield

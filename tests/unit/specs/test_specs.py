@@ -465,6 +465,7 @@ def test_write_specs_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 @pytest.mark.slow  # the network: pip against download.pytorch.org, where this machine can reach it
+@pytest.mark.host_tools  # this machine's network (the unit tests are offline otherwise)
 def test_cpu_requirements_pass_pip_dry_run(tmp_path: Path) -> None:
     """The CPU requirements file against the real PyTorch index, where this machine can reach it."""
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
