@@ -347,6 +347,11 @@ class TorchFacts:
         local = (self.version.local or "") if self.version is not None else ""
         if local.startswith("cu"):
             return True
+        rocm = bool(self.hip) or local.startswith("rocm")
+        if self.deep is not None and self.deep.cuda_available and not rocm:
+            # torch.cuda.is_available() is True only in a build with CUDA compiled in (a paste that
+            # lost "CUDA used to build PyTorch" still says "Is CUDA available: True").
+            return True
         if self.hip or self.version is not None:
             return False
         return None
@@ -370,9 +375,9 @@ class TorchFacts:
             return f"cu{self.cuda.major}{self.cuda.minor}"
         if self.hip:
             return "rocm"
-        if self.version is not None:
+        if self.version is not None and self.cuda_build is False:
             return "cpu"
-        return None
+        return None  # a CUDA build whose CUDA nothing names, or nothing known
 
     def wheel_lib(self, family: str) -> Optional[Distribution]:
         """The nvidia-* wheel that bundles a CUDA library family ("cudnn" -> nvidia-cudnn-cu12)."""

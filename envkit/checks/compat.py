@@ -301,6 +301,26 @@ def check_gpu_arch(facts: Facts) -> CheckResult:
             ),
             fix=plan_fix(facts, k),
         )
+    if torch.variant is None and any(v.runs is None for _, v in verdicts):
+        # A CUDA build whose CUDA the evidence lost (a paste without "CUDA used to build PyTorch"):
+        # if no official CUDA wheel of this release has code for a GPU, none of them runs there.
+        lacking = _in_no_official_cuda_wheel(facts, k, gpus)
+        if lacking:
+            wheels = " ".join(sorted({w for _, ws in lacking for w in ws}))
+            return CheckResult(
+                cid,
+                Status.FAIL,
+                headline([f"{lacking[0][0]} has no code in any CUDA wheel of {name}"]),
+                detail=join_lines(
+                    *(
+                        f"{label}: none of {name}'s CUDA wheels ({' '.join(ws)}) has code for it"
+                        for label, ws in lacking
+                    ),
+                    f"the build's CUDA is not known; every CUDA wheel of {name} was checked ({wheels})",
+                    "CUDA fails with 'no kernel image is available for execution on the device'",
+                ),
+                fix=plan_fix(facts, k),
+            )
     if any(v.runs is None for _, v in verdicts):
         bound = ""
         if build.origin is rules.ArchOrigin.TOOLKIT:
@@ -324,6 +344,27 @@ def check_gpu_arch(facts: Facts) -> CheckResult:
             *(f"{label}: through PTX, JIT-compiled by the driver" for label, v in verdicts if v.via_ptx),
         ),
     )
+
+
+def _in_no_official_cuda_wheel(
+    facts: Facts, k: Knowledge, gpus: list[tuple[str, GpuTarget]]
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The GPUs (label, the wheels checked) that no official CUDA wheel of the installed release
+    covers on the target's platform; empty when the release is not in the table."""
+    torch = facts.torch
+    release = k.release(torch.version) if torch.version is not None else None
+    if release is None:
+        return []
+    platform = target_from_facts(facts, k).platform
+    wheels = tuple(v for v in release.variants.get(platform, ()) if v.startswith("cu"))
+    builds = [rules.build_arches(k, torch=torch.version, variant=v, platform=platform) for v in wheels]
+    if not builds or any(b.origin is not rules.ArchOrigin.OFFICIAL for b in builds):
+        return []  # a wheel without an arch row: nothing can be said of all of them
+    return [
+        (label, wheels)
+        for label, gpu in gpus
+        if all(rules.arch_coverage(b, gpu.cc).runs is False for b in builds)
+    ]
 
 
 def check_cpu_build_on_gpu(facts: Facts) -> CheckResult:

@@ -104,6 +104,26 @@ def test_the_deep_probe_arch_list_wins() -> None:
     assert "reported by torch" in result.detail
 
 
+def test_cuda_available_with_its_cuda_lost_is_judged_by_every_wheel_of_the_release() -> None:
+    # A paste without "CUDA used to build PyTorch" but "Is CUDA available: True" (pt#31319): a CUDA
+    # build of 1.3.1, CUDA unknown. Every 1.3.1 CUDA wheel starts at sm_37 (pytorch/builder 2aac90bd),
+    # so a K40c (sm_35) runs none of them; an RTX 2080 (sm_75) is in all of them.
+    available = DeepTorchFacts(ok=True, cuda_available=True)
+    k40 = machine("440.33.01", "Tesla K40c", (3, 5), "1.3.1", None, deep=available)
+    assert k40.torch.cuda_build is True and k40.torch.variant is None
+    result = check_gpu_arch(k40)
+    assert result.status is Status.FAIL
+    assert "has no code in any CUDA wheel of torch 1.3.1" in result.summary
+    assert "cu101" in result.detail and "cu92" in result.detail
+
+    turing = machine("440.33.01", "GeForce RTX 2080", (7, 5), "1.3.1", None, deep=available)
+    assert check_gpu_arch(turing).status is not Status.FAIL
+
+    # Without the evidence that CUDA works, a plain version is the CPU build, as before.
+    plain = machine("440.33.01", "Tesla K40c", (3, 5), "1.3.1", None)
+    assert plain.torch.variant == "cpu" and check_gpu_arch(plain).status is Status.SKIP
+
+
 def test_unknown_build_without_deep_is_skipped() -> None:
     facts = machine("580.95.05", "NVIDIA H200", (9, 0), "2.9.0a0+git1234", "12.8")
     result = check_gpu_arch(facts)
