@@ -15,7 +15,9 @@ from envkit.create.lock import LockFailed, LockJob, lock
 from envkit.system import System
 from tests.conftest import write_program
 
-H100_535 = PlanFlags(driver="535.104.05", gpus=("sm_90",), python="3.11", platform="linux-x86_64")
+H100_535 = PlanFlags(
+    driver="535.104.05", gpus=("sm_90",), python="3.11", platform="linux-x86_64", channel="conda"
+)
 
 
 def system_with(tmp_path: Path, *programs: str) -> System:
