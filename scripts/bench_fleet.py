@@ -98,20 +98,29 @@ def generate(folder: Path, nodes: int) -> int:
     return size
 
 
-def run_rss(argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, int, bytes]:
-    """(wall seconds, the child's own peak RSS in KiB, its stdout), via os.wait4."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        child = subprocess.Popen(argv, stdout=out, stderr=err)
-        _, status, usage = os.wait4(child.pid, 0)
-        elapsed = time.perf_counter() - start
-        child.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    if child.returncode not in ok:
-        sys.exit(f"{' '.join(argv)} failed ({child.returncode}): {stderr.decode()[-600:]}")
-    return elapsed, usage.ru_maxrss, stdout
+def run_rss(argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, int, bytes, float]:
+    """(wall seconds, the child's own peak RSS in KiB, its stdout, its CPU seconds: user + system).
+
+    The peak comes from GNU time where it is installed: os.wait4's ru_maxrss also counts the pages
+    the child shared with this process between fork and exec (this process holds a 10,000-node
+    fleet's output by then)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        peak_file = Path(tmp) / "peak"
+        gnu_time = Path("/usr/bin/time")
+        wrapped = [str(gnu_time), "-f", "%M", "-o", str(peak_file), *argv] if gnu_time.exists() else argv
+        with open(Path(tmp) / "out", "w+b") as out, open(Path(tmp) / "err", "w+b") as err:
+            start = time.perf_counter()
+            child = subprocess.Popen(wrapped, stdout=out, stderr=err)
+            _, status, usage = os.wait4(child.pid, 0)
+            elapsed = time.perf_counter() - start
+            code = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read(), err.read()
+        peak = int(peak_file.read_text().split()[-1]) if peak_file.exists() else usage.ru_maxrss
+    if code not in ok:
+        sys.exit(f"{' '.join(argv)} failed ({code}): {stderr.decode()[-600:]}")
+    return elapsed, peak, stdout, usage.ru_utime + usage.ru_stime
 
 
 def fleet_argv(folder: Path) -> list[str]:
@@ -125,17 +134,24 @@ def compare(folder: Path, runs: int) -> None:
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
     rss: dict[str, list[int]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
     run_rss(commands["json.load loop"])  # warm the page cache for both
     for _ in range(runs):
         for name, argv in commands.items():
-            elapsed, peak, stdout = run_rss(argv, ok=(0, 1))
+            elapsed, peak, stdout, seconds = run_rss(argv, ok=(0, 1))
             times[name].append(elapsed)
             rss[name].append(peak)
-            print(f"  {name:15s} {elapsed:6.2f} s  peak RSS {peak / 1024:6.0f} MiB", file=sys.stderr)
+            cpu[name].append(seconds)
+            print(
+                f"  {name:15s} {elapsed:6.2f} s  CPU {seconds:6.2f} s  peak RSS {peak / 1024:6.0f} MiB",
+                file=sys.stderr,
+            )
             if name == "envkit fleet":
                 summary = json.loads(stdout)["summary"]
                 print(f"    {summary}", file=sys.stderr)
     print_medians(times, base="json.load loop", width=15, digits=2)
+    print("CPU seconds (user + system; steadier than wall time on a shared machine):")
+    print_medians(cpu, base="json.load loop", width=15, digits=2)
     for name, values in rss.items():
         print(f"{name:15s} peak RSS median {statistics.median(values) / 1024:.0f} MiB")
     ratio = statistics.median(times["envkit fleet"]) / statistics.median(times["json.load loop"])
@@ -163,10 +179,11 @@ def main() -> None:
             folder = Path(tmp) / "large"
             folder.mkdir()
             size = generate(folder, args.large)
-            elapsed, peak, stdout = run_rss(fleet_argv(folder), ok=(0, 1))
+            elapsed, peak, stdout, seconds = run_rss(fleet_argv(folder), ok=(0, 1))
             summary = json.loads(stdout)["summary"]
             print(
-                f"{args.large} reports, {size / 1e9:.1f} GB: envkit fleet {elapsed:.1f} s, "
+                f"{args.large} reports, {size / 1e9:.1f} GB: "
+                f"envkit fleet {elapsed:.1f} s (CPU {seconds:.1f} s), "
                 f"peak RSS {peak / 1024:.0f} MiB, {summary['nodes']} nodes, "
                 f"{summary['unreadable']} unreadable"
             )
