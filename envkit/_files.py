@@ -70,8 +70,12 @@ def read_bytes(path: str, *, label: Optional[str] = None, hint: str = "") -> byt
                 size = os.fstat(fh.fileno()).st_size
                 if size > MAX_INPUT_BYTES:
                     raise _too_big(label, size, hint)
-                # fstat says 0 for pipes and /proc files: read one byte past the cap to tell.
-                raw = fh.read(MAX_INPUT_BYTES + 1)
+                # fstat says 0 for pipes and /proc files: read one byte past the cap to tell. A
+                # read(64 MiB) allocates 64 MiB first: ask for the size fstat gave (and one byte
+                # more, to see a file that grew), then for the rest only when there is more.
+                raw = fh.read(size + 1) if size else b""
+                if not size or len(raw) > size:
+                    raw += fh.read(MAX_INPUT_BYTES + 1 - len(raw))
     except OSError as exc:
         raise InputError(f"{label}: cannot read it ({exc.strerror or exc})", hint=hint) from None
     if len(raw) > MAX_INPUT_BYTES:
