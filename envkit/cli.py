@@ -537,6 +537,8 @@ def mirrors(
     timeout: Annotated[
         float, typer.Option("--timeout", metavar="SECONDS", help="Seconds per request.", min=0.1)
     ] = 3.0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also each mirror's source.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only each mirror's name and URL.")] = False,
 ) -> int:
     """The package indexes and mirrors envkit knows, and (--probe) which ones serve a variant."""
     from envkit.mirrors.choose import mirror_table
@@ -547,7 +549,7 @@ def mirrors(
     else:
         from envkit.render.console import render_mirrors
 
-        render_mirrors(table, stdout)
+        render_mirrors(table, stdout, verbose=verbose, quiet=quiet)
     probes = [row["probe"] for row in table["mirrors"] if row.get("probe") is not None]
     if probe and probes and not any(p["ok"] for p in probes):
         stderr.print(f"envkit: every mirror failed the probe ({len(probes)} of {len(probes)})", markup=False)
@@ -667,6 +669,10 @@ def fleet(
             help="Any deviation fails too (exit 1); an unreadable report is an input error (exit 2).",
         ),
     ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Name every node (long lists are cut otherwise).")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only the closing tally line.")] = False,
 ) -> int:
     """Many nodes' reports side by side: the fleet's majority, the odd nodes out, failing checks.
 
@@ -688,7 +694,7 @@ def fleet(
     else:
         from envkit.render.fleet import render_fleet
 
-        render_fleet(fleet_view, stdout, strict=strict)
+        render_fleet(fleet_view, stdout, strict=strict, verbose=verbose, quiet=quiet)
     if fleet_view.unreadable:
         first = fleet_view.unreadable[0].error
         more = len(fleet_view.unreadable) - 1
@@ -703,6 +709,12 @@ def diff(
     a: Annotated[str, typer.Argument(metavar="A.json", help="The report of the machine where it works.")],
     b: Annotated[str, typer.Argument(metavar="B.json", help="The report of the machine where it does not.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the envkit.diff/1 JSON on stdout.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Each differing check's detail too.")
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Only the closing line: how many differ, what to look at.")
+    ] = False,
 ) -> int:
     """Why the same code works on one machine and not the other: the differing facts, worst first."""
     from envkit.fleet.diff import diff_files
@@ -713,7 +725,7 @@ def diff(
     else:
         from envkit.render.fleet import render_diff
 
-        render_diff(difference, stdout)
+        render_diff(difference, stdout, verbose=verbose, quiet=quiet)
     return 0
 
 

@@ -231,10 +231,19 @@ def render_plan(plan: Plan, console: Console, *, explain: bool = False) -> None:
             console.print(Text("Nothing newer was passed over.", style="dim"))
 
 
-def render_mirrors(table: dict[str, Any], console: Console) -> None:
-    """One line per mirror (kind, name, URL, what it carries), its caveat, and its probe result."""
+def render_mirrors(
+    table: dict[str, Any], console: Console, *, verbose: bool = False, quiet: bool = False
+) -> None:
+    """One line per mirror (kind, name, URL, what it carries), its caveat, and its probe result.
+
+    ``quiet``: name and URL only (and a failed probe); ``verbose``: each row's source too."""
     console = safe_console(console)
     for row in table["mirrors"]:
+        if quiet:
+            probe = row.get("probe")
+            failed = f"  ✗ {probe['error']}" if probe is not None and not probe["ok"] else ""
+            console.print(Text(f"{row['name']:14s}{row['url']}{failed}"))
+            continue
         carries = ", ".join(row["variants"] or row["channels"]) or "-"
         line = Text(f"{row['kind']:13s}", style="dim")
         line.append(f"{row['name']:14s}", style="bold")
@@ -248,6 +257,8 @@ def render_mirrors(table: dict[str, Any], console: Console) -> None:
                 console.print(Text(f"{'':27s}✗ {probe['error']}", style="red"))
         if row["caveats"]:
             console.print(Text(f"{'':27s}{row['caveats']}", style="dim"))
+        if verbose and row.get("source"):
+            console.print(Text(f"{'':27s}source: {row['source']}", style="dim"))
 
 
 def render_checks(

@@ -30,14 +30,22 @@ MAX_NAMES: Final = 8
 INLINE: Final = 60
 
 
-def _names(names: Sequence[str]) -> str:
-    shown = ", ".join(names[:MAX_NAMES])
-    return shown + (f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else "")
+def _names(names: Sequence[str], most: int = MAX_NAMES) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> None:
-    """Fleet facts, the nodes that differ (grouped by what differs), failing checks, per-check tallies."""
+def render_fleet(
+    fleet: Fleet, console: Console, *, strict: bool = False, verbose: bool = False, quiet: bool = False
+) -> None:
+    """Fleet facts, the nodes that differ (grouped by what differs), failing checks, per-check tallies.
+
+    ``quiet``: only the closing tally; ``verbose``: every node named, no list cut short."""
     console = safe_console(console)  # every value shown comes from reports made elsewhere
+    if quiet:
+        _fleet_tally(fleet, console, strict=strict)
+        return
+    most = 1 << 30 if verbose else MAX_NAMES
     glyphs = glyphs_for(console)
     header = Text("envkit fleet", style="bold")
     header.append(
@@ -49,7 +57,7 @@ def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> Non
     for m in fleet.majorities:
         line = Text(f"  {aspect(m.key).label:<{width}}")
         if m.tie:
-            split = ", ".join(f"{show(m.key, v)} on {n}" for v, n in m.values[:MAX_NAMES])
+            split = ", ".join(f"{show(m.key, v)} on {n}" for v, n in m.values[:most])
             line.append(f"no majority: {split}", style="yellow")
         else:
             line.append(f"{show(m.key, m.value):<{values}}")
@@ -61,14 +69,14 @@ def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> Non
     if fleet.unreadable:
         console.print()
         console.print(Text(f"Reports that cannot be read ({len(fleet.unreadable)})", style="bold underline"))
-        for bad in fleet.unreadable[:MAX_NAMES]:
+        for bad in fleet.unreadable[:most]:
             line = Text("  ")
             line.append(f"{glyphs[Status.FAIL]} ", style=STYLES[Status.FAIL])
             line.append(bad.error)
             console.print(line)
-        if len(fleet.unreadable) > MAX_NAMES:
+        if len(fleet.unreadable) > most:
             console.print(
-                Text(f"    and {len(fleet.unreadable) - MAX_NAMES} more (--json lists all)", style="dim")
+                Text(f"    and {len(fleet.unreadable) - most} more (--json lists all)", style="dim")
             )
 
     if fleet.deviations:
@@ -82,7 +90,9 @@ def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> Non
             line = Text("  ")
             line.append(f"{glyphs[severity[key]]} ", style=STYLES[severity[key]])
             line.append(f"{aspect(key).label} {show(key, actual)}", style="bold")
-            line.append(f" (fleet: {show(key, expected)}) on {plural(len(nodes), 'node')}: {_names(nodes)}")
+            line.append(
+                f" (fleet: {show(key, expected)}) on {plural(len(nodes), 'node')}: {_names(nodes, most)}"
+            )
             line.append(f"\n      {aspect(key).why}", style="dim")
             console.print(line)
 
@@ -95,14 +105,14 @@ def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> Non
         for f in fleet.failures:
             by_check.setdefault(f.check.id, []).append((f.node, f.check.summary, f.check.fix))
         for cid, rows in by_check.items():
-            for node, summary, _ in rows[:MAX_NAMES]:
+            for node, summary, _ in rows[:most]:
                 line = Text("  ")
                 line.append(f"{glyphs[Status.FAIL]} ", style=STYLES[Status.FAIL])
                 line.append(f"{node}  {cid}", style="bold")
                 line.append(f"  {summary}")
                 console.print(line)
-            if len(rows) > MAX_NAMES:
-                more = len(rows) - MAX_NAMES
+            if len(rows) > most:
+                more = len(rows) - most
                 console.print(
                     Text(
                         f"    and {more} more {_nodes(more)} {_verb(more, 'fail')} {cid}",
@@ -125,11 +135,15 @@ def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> Non
         line.append(", ".join(f"{n} {s}" for s, n in counts.items() if n))
         if worst is not Status.PASS:
             odd = [n.name for n in fleet.nodes if n.status(cid) is worst]
-            line.append(f": {_names(odd)}", style=STYLES[worst])
+            line.append(f": {_names(odd, most)}", style=STYLES[worst])
         console.print(line)
 
-    totals = fleet.summary(strict=strict)
     console.print()
+    _fleet_tally(fleet, console, strict=strict)
+
+
+def _fleet_tally(fleet: Fleet, console: Console, *, strict: bool) -> None:
+    totals = fleet.summary(strict=strict)
     tally = Text(
         f"{plural(totals['nodes'], 'node')}: {totals['healthy']} without findings, "
         f"{totals['failing']} with a failing check, {totals['deviating']} that "
@@ -142,9 +156,15 @@ def render_fleet(fleet: Fleet, console: Console, *, strict: bool = False) -> Non
     console.print(tally)
 
 
-def render_diff(diff: Diff, console: Console) -> None:
-    """Differences by rank (likeliest cause first), then the checks whose verdict differs."""
+def render_diff(diff: Diff, console: Console, *, verbose: bool = False, quiet: bool = False) -> None:
+    """Differences by rank (likeliest cause first), then the checks whose verdict differs.
+
+    ``quiet``: only the closing line (how many differ, where to look first); ``verbose``: each
+    differing check's detail too."""
     console = safe_console(console)  # every value shown comes from reports made elsewhere
+    if quiet:
+        _diff_tally(diff, console)
+        return
     glyphs = glyphs_for(console)
     header = Text("envkit diff", style="bold")
     header.append(f" — A: {diff.a_name}  B: {diff.b_name}", style="dim")
@@ -184,10 +204,19 @@ def render_diff(diff: Diff, console: Console) -> None:
                     line.append(f"{glyphs[side.status]} {side.status.value}", style=STYLES[side.status])
             worse = c.worse
             line.append(f"\n      {worse.summary}")
+            if verbose and worse.detail:
+                line.append("".join(f"\n      {d}" for d in worse.detail.splitlines()), style="dim")
             if worse.fix and worse.status in (Status.FAIL, Status.WARN):
                 line.append(f"\n      fix: {worse.fix.splitlines()[0]}", style="cyan")
             console.print(line)
     console.print()
+    _diff_tally(diff, console)
+
+
+def _diff_tally(diff: Diff, console: Console) -> None:
+    if diff.identical:
+        console.print(Text("no differences in the facts or the checks", style="green"))
+        return
     first = diff.differences[0].key if diff.differences else (diff.checks[0].id if diff.checks else "")
     console.print(
         Text(
