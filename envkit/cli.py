@@ -690,7 +690,7 @@ def fleet(
         write_output(html, render_html(fleet_view, strict=strict), label=f"--html {html}")
         stderr.print(f"wrote {html}", markup=False)  # stdout stays the table (or the JSON)
     if json_out:
-        print_json(fleet_view.to_json(strict=strict))
+        print_json(fleet_view.to_json(strict=strict, lazy=True))  # node entries streamed
     else:
         from envkit.render.fleet import render_fleet
 

@@ -198,23 +198,27 @@ class Fleet:
             "exit_code": code,
         }
 
-    def to_json(self, *, strict: bool = False) -> dict[str, Any]:
+    def to_json(self, *, strict: bool = False, lazy: bool = False) -> dict[str, Any]:
+        """The envkit.fleet/1 document; with ``lazy``, "nodes" is a generator of the node entries,
+        for a writer that streams them (envkit.render.jsonout.print_json): a 100,000-node fleet's
+        entries are then never all in memory at once."""
+        nodes = (
+            {
+                "name": n.name,
+                "host": n.host,
+                "source": n.source,
+                "created": n.created,
+                "envkit_version": n.envkit_version,
+                "exit_code": n.exit_code(strict=strict),
+                "checks": {c.id: c.status.value for c in n.checks},
+                "facts": n.facts,
+            }
+            for n in self.nodes
+        )
         return {
             "schema": FLEET_SCHEMA,
             "envkit_version": __version__,
-            "nodes": [
-                {
-                    "name": n.name,
-                    "host": n.host,
-                    "source": n.source,
-                    "created": n.created,
-                    "envkit_version": n.envkit_version,
-                    "exit_code": n.exit_code(strict=strict),
-                    "checks": {c.id: c.status.value for c in n.checks},
-                    "facts": n.facts,
-                }
-                for n in self.nodes
-            ],
+            "nodes": nodes if lazy else list(nodes),
             "checks": [{"id": cid, **self.check_counts(cid)} for cid in self.check_ids],
             "facts": [
                 {

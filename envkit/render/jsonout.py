@@ -6,7 +6,8 @@ from __future__ import annotations
 import codecs
 import json
 import sys
-from typing import Any, Union
+import types
+from typing import Any, Callable, Union
 
 import msgspec
 
@@ -65,14 +66,57 @@ def _msgspec_writes_it_alike(data: Any) -> bool:
 
 
 def print_json(data: Any) -> None:
-    text = _encode(data)
+    """``dumps(data)`` and a newline on stdout. A top-level value that is a generator (a fleet's
+    node entries, envkit.fleet.aggregate.Fleet.to_json(lazy=True)) is written as a list, item by
+    item: the text is the same as for the list, without holding all of it."""
     out = getattr(sys.stdout, "buffer", None)
     utf8 = codecs.lookup(getattr(sys.stdout, "encoding", None) or "ascii").name == "utf-8"
-    if isinstance(text, bytes) and out is not None and utf8:
-        # UTF-8 bytes as they are: no second copy of a 100,000-node fleet's 120 MB as text.
-        sys.stdout.flush()
-        out.write(text)
-        out.write(b"\n")
-        out.flush()
+
+    raw = out is not None and utf8  # UTF-8 bytes as they are: no second copy of the text
+
+    def write(text: Union[bytes, str]) -> None:
+        if raw and out is not None:
+            out.write(text.encode("utf-8") if isinstance(text, str) else text)
+        else:
+            sys.stdout.write(text.decode("utf-8") if isinstance(text, bytes) else text)
+
+    sys.stdout.flush()  # what was written as text before comes first
+    if isinstance(data, dict) and any(isinstance(v, types.GeneratorType) for v in data.values()):
+        _write_streamed(data, write)
     else:
-        sys.stdout.write((text.decode("utf-8") if isinstance(text, bytes) else text) + "\n")
+        write(_encode(data))
+    write("\n")
+    sys.stdout.flush()
+    if out is not None:
+        out.flush()
+
+
+def _nested(text: Union[bytes, str], by: int) -> Union[bytes, str]:
+    """An indent=2 dump as json.dumps writes it ``by`` spaces deeper in a document."""
+    if isinstance(text, bytes):
+        return text.replace(b"\n", b"\n" + b" " * by)
+    return text.replace("\n", "\n" + " " * by)
+
+
+def _write_streamed(data: dict[str, Any], write: Callable[[Union[bytes, str]], None]) -> None:
+    # json.dumps(indent=2) writes a value nested at depth d as its own dump with every line after
+    # the first indented by 2 * d more spaces: the pieces below put the same text together.
+    from envkit.redact import redact_data
+
+    if not data:
+        write("{}")
+        return
+    write("{")
+    for i, (key, value) in enumerate(data.items()):
+        write(("," if i else "") + "\n  " + json.dumps(key, ensure_ascii=False) + ": ")
+        if isinstance(value, types.GeneratorType):
+            empty = True
+            for item in value:
+                write(("[" if empty else ",") + "\n    ")
+                write(_nested(_encode(item), 4))
+                empty = False
+            write("[]" if empty else "\n  ]")
+        else:
+            # Redacted as dumps would, the key's own rule included (a secret-like variable's value).
+            write(_nested(_encode(redact_data({key: value})[key]), 2))
+    write("\n}")

@@ -4,12 +4,14 @@ byte for byte, and json writes the rest; redacted either way."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from hypothesis import strategies as st
 
 from envkit.redact import redact_data
-from envkit.render.jsonout import dumps
+from envkit.render.jsonout import dumps, print_json
 from tests.conftest import check_property, examples
 
 _LEAVES = (
@@ -52,3 +54,20 @@ def test_the_cases_msgspec_writes_otherwise_go_to_json() -> None:
         "nodes": [{"name": f"n{i}", "exit_code": 0, "facts": {"gpu.count": "8"}} for i in range(50)]
     }
     assert dumps(fleet_like) == _reference(fleet_like)
+
+
+def test_a_streamed_list_is_written_as_the_list(capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    def rows() -> Iterator[dict[str, Any]]:
+        for i in range(3):
+            yield {"name": f"n{i}", "url": "https://u:t0ken@h/", "facts": {"gpu.count": "8", "x": []}}
+
+    for data, lazy in (
+        ({"schema": "s/1", "nodes": rows(), "HF_TOKEN": "abc", "tail": {"a": [1, 2.5]}}, True),
+        ({"nodes": (r for r in ()), "n": 0}, True),
+        ({"plain": [1, {"a": None}]}, False),
+    ):
+        reference = {k: list(v) if k == "nodes" else v for k, v in data.items()}
+        if lazy:
+            data = {k: rows() if k == "nodes" and reference[k] else v for k, v in data.items()}
+        print_json(data)
+        assert capsysbinary.readouterr().out.decode() == _reference(reference) + "\n"

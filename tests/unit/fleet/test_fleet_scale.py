@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from envkit.fleet.aggregate import build_fleet, load_fleet, read_report
+from envkit.render.jsonout import dumps, print_json
 
 REPORT = Path(__file__).parent.parent.parent / "data" / "reports" / "h200-580-torch2.11-cu130.json"
 
@@ -51,3 +54,12 @@ def test_streamed_and_in_memory_fleets_agree(tmp_path: Path) -> None:
     assert streamed.to_json() == in_memory.to_json()
     assert streamed.to_json(strict=True) == in_memory.to_json(strict=True)
     assert streamed.exit_code() == in_memory.exit_code() == 1
+
+
+def test_the_streamed_json_is_the_documents_text(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    write_nodes(tmp_path, 9)
+    fleet = load_fleet([str(tmp_path)])
+    print_json(fleet.to_json(lazy=True))
+    assert capsysbinary.readouterr().out.decode() == dumps(fleet.to_json()) + "\n"
