@@ -922,7 +922,7 @@ def create(
     install = create_command.prepare(system, request)
     # The refusals (not an environment, taken, left-overs) come before the plan is shown, and the
     # same for --dry-run; the run decides again under the lock.
-    will = create_command.will(install, force=force)
+    will = create_command.will(install, force=force, dry_run=dry_run)
     if dry_run:
         if json_out:
             print_json({**install.to_json(), "status": "dry-run", "will": will})

@@ -97,10 +97,18 @@ def prepare(system: System, request: CreateRequest) -> Installation:
     return lay_out(system, request, template, fmt, plan)
 
 
-def will(install: Installation, *, force: bool) -> list[str]:
-    """What the run will do to the place (refusing first: not an environment, taken, left-overs)."""
-    from envkit.create.install import check_place
+def will(install: Installation, *, force: bool, dry_run: bool = False) -> list[str]:
+    """What the run will do to the place (refusing first: not an environment, taken, left-overs).
 
+    A previous environment that a killed run left moved aside goes back first in a real run (under
+    the lock, with a note), and only then is the place judged: refusing here, before it is back,
+    would leave it aside for good."""
+    from envkit.create.install import check_place
+    from envkit.create.place import leftover_backup
+
+    backup = leftover_backup(install.prefix)
+    if backup is not None and not dry_run:
+        return [f"puts back {install.prefix} from {backup}, left by an interrupted envkit create"]
     return check_place(install, force=force)
 
 
