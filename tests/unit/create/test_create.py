@@ -182,11 +182,18 @@ def test_an_existing_environment_is_never_touched(tmp_path: Path) -> None:
     assert (prefix / "keep.txt").read_text() == "mine"
 
 
+def broken_wheelhouse(folder: Path) -> Path:
+    """A wheelhouse that holds the planned torch by name (so the plan fits it) but whose wheel is no
+    zip: pip, offline, then fails for real with its own ERROR line."""
+    folder.mkdir()
+    (folder / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"not a zip")
+    return folder
+
+
 @pytest.mark.slow  # a real venv with ensurepip (~6 s); tests/unit/create/test_create_safety.py has fast stand-ins
 def test_a_failed_install_leaves_nothing_behind(tmp_path: Path) -> None:
     system = fake_tools(tmp_path)
-    wheelhouse = tmp_path / "empty-wheelhouse"
-    wheelhouse.mkdir()
+    wheelhouse = broken_wheelhouse(tmp_path / "broken-wheelhouse")
     prefix = tmp_path / "envs" / "doomed"
     install = prepare(
         system,
@@ -214,7 +221,11 @@ def test_force_puts_the_old_environment_back_when_the_new_one_fails(tmp_path: Pa
     install = prepare(
         system,
         CreateRequest(
-            prefix=str(prefix), flags=CPU_213, backend="venv", wheelhouse=str(tmp_path), offline=True
+            prefix=str(prefix),
+            flags=CPU_213,
+            backend="venv",
+            wheelhouse=str(broken_wheelhouse(tmp_path / "broken-wheelhouse")),
+            offline=True,
         ),
     )
     with pytest.raises(CreateFailed):
