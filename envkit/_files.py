@@ -19,6 +19,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, Final, Optional
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
 from envkit.errors import InputError
 
 __all__ = [
@@ -166,10 +171,6 @@ def parse_json(text: str, label: str) -> Any:
 
 def parse_toml(text: str, label: str, *, hint: str = "") -> dict[str, Any]:
     """TOML text to a table; InputError naming ``label`` when it is not TOML or nests too deep."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - exercised on Python < 3.11 only
-        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except RecursionError:
