@@ -1028,11 +1028,22 @@ def _unanswered(seconds: float) -> Callable[[], None]:
     return fire
 
 
+def _printable_anywhere() -> None:
+    """A terminal or pipe whose encoding cannot show a character (LC_ALL=C's ASCII, latin-1) gets
+    '?' for it instead of an encoding error: the report's "—" and "…" must not end a run with
+    exit 70. (--json writes UTF-8 bytes to the buffer and is not affected.)"""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+            reconfigure(errors="replace")
+
+
 def main() -> None:
     """Console-script entry point."""
     from envkit._signals import sigterm_interrupts
 
     sigterm_interrupts()  # SIGTERM (Slurm, systemd, timeout) ends envkit as Ctrl-C does: exit 130
+    _printable_anywhere()
     try:
         app(prog_name="envkit")
     finally:

@@ -101,6 +101,23 @@ def _where(c: ContainerFacts) -> str:
     return f"a {c.kind} container ({', '.join(c.evidence)})"
 
 
+def _gpu_wanted(facts: Facts) -> list[str]:
+    """What says this container is meant to have GPUs (empty: nothing does)."""
+    c = facts.container
+    why = []
+    if c.image_cuda is not None or c.require_cuda:
+        why.append(f"a CUDA image (CUDA {c.image_cuda or c.require_cuda})")
+    if c.visible_devices and c.visible_devices.strip().lower() not in ("void", ""):
+        why.append(f"NVIDIA_VISIBLE_DEVICES={c.visible_devices}")
+    if c.driver_capabilities:
+        why.append(f"NVIDIA_DRIVER_CAPABILITIES={c.driver_capabilities}")
+    if facts.torch.installed and facts.torch.cuda_build:
+        why.append(f"a CUDA build of torch ({facts.torch.version})")
+    if facts.host.nvidia_pci_devices:
+        why.append("an NVIDIA GPU on the PCI bus")
+    return why
+
+
 def check_container_gpus(facts: Facts) -> CheckResult:
     """container.gpus: the runtime gave the container the GPUs and the driver's libcuda."""
     cid = "container.gpus"
@@ -120,6 +137,16 @@ def check_container_gpus(facts: Facts) -> CheckResult:
             detail=f"{_where(c)}; 'none' mounts the driver but no GPU (NVIDIA Container Toolkit)",
             fix=f"start it with the GPUs: {fix}",
         )
+    wanted = _gpu_wanted(facts)
+    if not gpu_nodes and driver is None and not wanted:
+        # A CPU container (a CI job, a CPU torch) is healthy without GPUs: only evidence that this
+        # one is meant for them makes their absence a failure.
+        return CheckResult(
+            cid,
+            Status.SKIP,
+            "a container without GPUs, and nothing here asks for one",
+            detail="no CUDA image (CUDA_VERSION, NVIDIA_*), no CUDA build of torch, no NVIDIA GPU on the bus",
+        )
     if not gpu_nodes and driver is None:
         return CheckResult(
             cid,
@@ -130,6 +157,7 @@ def check_container_gpus(facts: Facts) -> CheckResult:
                 "the image's NVIDIA_VISIBLE_DEVICES alone does nothing without the NVIDIA runtime"
                 if visible
                 else "",
+                f"GPUs are wanted here: {', '.join(wanted)}",
             ),
             fix=fix,
         )

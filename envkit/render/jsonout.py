@@ -3,7 +3,6 @@ never needs to import)."""
 
 from __future__ import annotations
 
-import codecs
 import json
 import sys
 import types
@@ -70,12 +69,13 @@ def print_json(data: Any) -> None:
     node entries, envkit.fleet.aggregate.Fleet.to_json(lazy=True)) is written as a list, item by
     item: the text is the same as for the list, without holding all of it."""
     out = getattr(sys.stdout, "buffer", None)
-    utf8 = codecs.lookup(getattr(sys.stdout, "encoding", None) or "ascii").name == "utf-8"
-
-    raw = out is not None and utf8  # UTF-8 bytes as they are: no second copy of the text
+    # JSON exchanged between programs is UTF-8 (RFC 8259 §8.1), whatever the locale says: bytes go
+    # to the stream's buffer as they are (no second copy of the text), so a latin-1 or ASCII stdout
+    # (LC_ALL=C, PYTHONIOENCODING) gets the same document instead of an encoding error. A stream
+    # without a buffer (a StringIO in a test, an embedding program) takes the text.
 
     def write(text: Union[bytes, str]) -> None:
-        if raw and out is not None:
+        if out is not None:
             out.write(text.encode("utf-8") if isinstance(text, str) else text)
         else:
             sys.stdout.write(text.decode("utf-8") if isinstance(text, bytes) else text)

@@ -31,6 +31,7 @@ from envkit.facts import (
     Facts,
     GpuFacts,
     HostFacts,
+    TorchFacts,
     facts_from_json,
     facts_to_json,
 )
@@ -143,6 +144,26 @@ def test_pytorch_image_started_without_gpus(tmp_path: Path) -> None:
     assert result.fix.startswith("docker run --gpus all")
     assert "NVIDIA_VISIBLE_DEVICES alone does nothing" in result.detail
     assert check_container_cuda_driver(facts).status is Status.SKIP
+
+
+def test_a_cpu_container_without_gpus_is_not_a_failure(tmp_path: Path) -> None:
+    # A plain container (a CI job: /.dockerenv, no CUDA image, no NVIDIA_* variables) with a CPU
+    # torch asks for no GPU: their absence is not a finding. A CUDA build of torch there is.
+    (tmp_path / ".dockerenv").write_text("", encoding="utf-8")
+    c = detect_container(System(env={}, root=tmp_path))
+    assert c.kind is ContainerKind.DOCKER and c.image_cuda is None and c.visible_devices is None
+    cpu = dataclasses.replace(
+        facts_in(c, None, gpu=None), torch=TorchFacts(version=Version("2.13.0+cpu"), location="/s")
+    )
+    result = check_container_gpus(cpu)
+    assert result.status is Status.SKIP
+    assert result.summary == "a container without GPUs, and nothing here asks for one"
+    cuda = dataclasses.replace(
+        cpu, torch=TorchFacts(version=Version("2.13.0+cu130"), cuda=Version("13.0"), location="/s")
+    )
+    failed = check_container_gpus(cuda)
+    assert failed.status is Status.FAIL and failed.summary.startswith("started without GPUs")
+    assert "a CUDA build of torch (2.13.0+cu130)" in failed.detail
 
 
 def test_apptainer_with_nv(tmp_path: Path) -> None:
