@@ -32,6 +32,8 @@ import time
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Callable, Final, Optional, Protocol, Union
 
+from envkit._signals import deferred_signals
+
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
@@ -256,34 +258,43 @@ def run(
     """
     args = tuple(argv)
     start = time.monotonic()
-    proc = _spawn(args, env, cwd, subprocess.STDOUT if on_line is not None else subprocess.PIPE, start)
-    if isinstance(proc, ProcResult):
-        return proc
     out = _Tail()
     err = _Tail()
     streams: list[tuple[IO[bytes], Callable[[bytes], None]]] = []
-    splitter: Optional[_Lines] = None
-    assert proc.stdout is not None
-    if on_line is not None:
-        lines = splitter = _Lines(out, on_line)
-        streams.append((proc.stdout, lines.add))
-    else:
-        assert proc.stderr is not None
-        streams += [(proc.stdout, out.add), (proc.stderr, err.add)]
+    proc: Union[subprocess.Popen[bytes], ProcResult, None] = None
     try:
+        # A Ctrl-C or SIGTERM inside Popen (after the fork, before it returns) would leave a child
+        # nobody stops, still writing (a venv into the place a rollback just restored): the signals
+        # wait until the child is registered, then arrive here, inside the try that stops it.
+        with deferred_signals():
+            proc = _spawn(
+                args, env, cwd, subprocess.STDOUT if on_line is not None else subprocess.PIPE, start
+            )
+        if isinstance(proc, ProcResult):
+            return proc
+        splitter: Optional[_Lines] = None
+        assert proc.stdout is not None
+        if on_line is not None:
+            lines = splitter = _Lines(out, on_line)
+            streams.append((proc.stdout, lines.add))
+        else:
+            assert proc.stderr is not None
+            streams += [(proc.stdout, out.add), (proc.stderr, err.add)]
         timed_out = _pump(proc, streams, start + max(timeout, 0.0))
         if splitter is not None:
             splitter.flush()
     except BaseException:  # Ctrl-C or SIGTERM while waiting: the child must not outlive us
-        _stop_groups([proc.pid])
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=TERM_GRACE_S)
+        if isinstance(proc, subprocess.Popen):
+            _stop_groups([proc.pid])
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=TERM_GRACE_S)
         raise
     finally:
-        # Whatever the child left running in its group (workers, daemons) goes with it.
-        _kill_group(proc.pid, signal.SIGKILL)
-        with _LOCK:
-            _LIVE.pop(proc.pid, None)
+        if isinstance(proc, subprocess.Popen):
+            # Whatever the child left running in its group (workers, daemons) goes with it.
+            _kill_group(proc.pid, signal.SIGKILL)
+            with _LOCK:
+                _LIVE.pop(proc.pid, None)
         for stream, _ in streams:
             with contextlib.suppress(OSError):
                 stream.close()
