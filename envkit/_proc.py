@@ -266,7 +266,7 @@ def run(
         # A Ctrl-C or SIGTERM inside Popen (after the fork, before it returns) would leave a child
         # nobody stops, still writing (a venv into the place a rollback just restored): the signals
         # wait until the child is registered, then arrive here, inside the try that stops it.
-        with deferred_signals():
+        with deferred_signals(block=False):  # a blocked mask would be the child's too
             proc = _spawn(
                 args, env, cwd, subprocess.STDOUT if on_line is not None else subprocess.PIPE, start
             )

@@ -53,7 +53,7 @@ def ignore_interrupts() -> None:
 
 
 @contextlib.contextmanager
-def deferred_signals() -> Iterator[None]:
+def deferred_signals(*, block: bool = True) -> Iterator[None]:
     """SIGINT and SIGTERM wait until the block is done, then arrive (once each, as usual).
 
     Two layers, because either alone has a gap: the signals are blocked in this thread
@@ -71,7 +71,10 @@ def deferred_signals() -> Iterator[None]:
         arrived.append(signum)
 
     previous: dict[signal.Signals, Any] = {}
-    masked = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)  # POSIX, as envkit's hosts are
+    # POSIX, as envkit's hosts are. ``block=False`` around starting a child: a blocked mask is
+    # inherited through fork and exec, and a child started with SIGTERM blocked cannot be asked to
+    # stop (nor print where it was stuck); the handler layer alone is what exec resets.
+    masked = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS if block else ())
     try:
         for sig in INTERRUPTS:
             previous[sig] = signal.signal(sig, note)

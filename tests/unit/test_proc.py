@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -271,3 +272,14 @@ def test_a_cancelled_scope_stops_its_children_and_starts_no_more() -> None:
     assert not _alive(pid)
     assert box["second"].error == "not started: test-detector was abandoned"
     assert box["second"].returncode is None
+
+
+def test_a_child_starts_with_sigint_and_sigterm_unblocked() -> None:
+    # The start is guarded against Ctrl-C/SIGTERM (deferred until the child is registered), but a
+    # blocked signal mask would be inherited through fork and exec: such a child could not be asked
+    # to stop. /proc/self/status's SigBlk is the mask as a hexadecimal bit set (bit N-1: signal N).
+    script = "print(next(l for l in open('/proc/self/status') if l.startswith('SigBlk:')))"
+    result = run([sys.executable, "-c", script], timeout=10)
+    assert result.ok, result.describe()
+    mask = int(result.stdout.split()[1], 16)
+    assert not mask & (1 << (signal.SIGTERM - 1)) and not mask & (1 << (signal.SIGINT - 1))
