@@ -199,8 +199,10 @@ def _parse(tp: type, obj: object) -> object:
         value = NvVersion(obj)
     elif tp is Version:
         value = Version(obj)
-    else:
-        raise NotImplementedError(f"envkit cannot decode {tp!r}")
+    else:  # msgspec asks only for the types above; anything else is a ValidationError, so the
+        # caller falls back to the hand-written decoder (msgspec docs, "Extending": a TypeError
+        # from dec_hook is user-facing, every other exception escapes the decoder)
+        raise TypeError(f"envkit's fast decoder has no hook for {tp!r}")
     parsed = _PARSED[tp]
     if len(parsed) < _PARSED_MAX:
         parsed[obj] = value
