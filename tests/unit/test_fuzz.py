@@ -32,6 +32,7 @@ from envkit import cli
 from envkit.checks import CHECKS
 from envkit.checks.expect import KEYS, check_expectations, load_expectations
 from envkit.report import report_from_json
+from envkit.specs.template import _FIELDS as template_fields
 
 REPORT_PATH = Path(__file__).parents[1] / "data" / "reports" / "h200-580-torch2.11-cu130.json"
 REPORT: dict[str, Any] = json.loads(REPORT_PATH.read_text(encoding="utf-8"))
@@ -288,18 +289,8 @@ def prop_expect(text: str) -> None:
 
 # -- templates ---------------------------------------------------------------------------------------
 
-TEMPLATE_KEYS = [
-    "name",
-    "description",
-    "python",
-    "torch",
-    "companions",
-    "channel",
-    "packages",
-    "conda_packages",
-    "pip_packages",
-    "conda_channels",
-]
+# The template reader's own field list: a field added there (``base``) is fuzzed too.
+TEMPLATE_KEYS = list(template_fields)
 
 
 @st.composite
