@@ -1,6 +1,6 @@
 """The container base-image table, ``containers.toml``: image references with their CUDA, OS and
-Python (each row cites where the tag was seen in use). Data only: choosing one for a plan is
-envkit.specs.container's.
+Python (each row cites where the tag was seen in use), and for NGC releases the minimum driver
+their release notes state. Data only: choosing one for a plan is envkit.specs.container's.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Final, Optional
 
 from envkit._serial import StrEnum
 from envkit.knowledge._table import KnowledgeError, Row, read_table, table_rows
-from envkit.versions import Version
+from envkit.versions import NvVersion, Version
 
 __all__ = ["BaseImage", "ImageKind", "load_images", "read_images"]
 
@@ -34,6 +34,12 @@ class BaseImage:
     python: Optional[Version]  # the OS's python3 (cuda-runtime); None where not recorded
     torch: Optional[Version]  # pytorch images only
     source: str
+    # The minimum driver the image's release notes state ("requires NVIDIA Driver release 570 or
+    # later"); None: not stated, the image's CUDA decides (envkit.resolve.rules.driver_floor).
+    driver: Optional[NvVersion] = None
+    # The data-center branches the notes say run it through forward compatibility ("470.57 (or
+    # later R470), 525.85 (or later R525) ..."): each the oldest driver of its branch.
+    compat_drivers: tuple[NvVersion, ...] = ()
 
 
 def _image(row: Row) -> BaseImage:
@@ -49,7 +55,26 @@ def _image(row: Row) -> BaseImage:
         raise row.fail("torch", "the torch version of a pytorch image")
     if kind is ImageKind.CUDA_RUNTIME and python is None:
         raise row.fail("python", "the python3 version of the image's OS")
-    return BaseImage(ref, kind, row.version("cuda"), row.text("os"), python, torch, row.source())
+    driver = row.version("driver", optional=True)
+    compat = _drivers(row, "compat_drivers")
+    if compat and driver is None:
+        raise row.fail("driver", "the minimum driver the release notes state, beside compat_drivers")
+    if driver is not None and any(c >= driver for c in compat):
+        raise row.fail("compat_drivers", f"forward-compatible branches below the minimum driver {driver}")
+    return BaseImage(
+        ref, kind, row.version("cuda"), row.text("os"), python, torch, row.source(), driver, compat
+    )
+
+
+def _drivers(row: Row, field: str) -> tuple[NvVersion, ...]:
+    items = row.raw(field, list, True) or []
+    try:
+        drivers = tuple(NvVersion(v) for v in items if isinstance(v, str))
+    except ValueError:
+        drivers = ()
+    if len(drivers) != len(items) or len({d.major for d in drivers}) != len(drivers):
+        raise row.fail(field, 'a list of driver versions, one per branch, like ["470.57", "525.85"]')
+    return tuple(sorted(drivers))
 
 
 def read_images() -> tuple[BaseImage, ...]:

@@ -17,11 +17,13 @@ from envkit.knowledge import variant_cuda
 from envkit.knowledge.containers import ImageKind
 from envkit.report import CheckResult, Status
 from envkit.resolve import Channel, Request, parse_cuda_request, resolve, rules
+from envkit.specs.container import forward_compatible, image_floor
 from envkit.specs.intent import variant_of_url
 from envkit.versions import Version
 
 if TYPE_CHECKING:
     from envkit.knowledge import Knowledge
+    from envkit.knowledge.containers import BaseImage
     from envkit.resolve.target import Target
     from envkit.specs.read import SpecFile
     from envkit.specs.read_container import ContainerFile, PipInstall
@@ -54,10 +56,14 @@ def _repo_tag(ref: str) -> tuple[str, str]:
     return name, tag
 
 
+def _row(ref: str, k: Knowledge) -> Optional[BaseImage]:
+    return next((i for i in k.images if i.ref == ref or _repo_tag(i.ref) == _repo_tag(ref)), None)
+
+
 def image_cuda(ref: str, k: Knowledge) -> Optional[tuple[Version, str]]:
     """The CUDA of an image and where envkit knows it from: containers.toml's row (NGC and
     pytorch/pytorch rows cite their release notes), else the nvidia/cuda or pytorch/pytorch tag."""
-    row = next((i for i in k.images if i.ref == ref or _repo_tag(i.ref) == _repo_tag(ref)), None)
+    row = _row(ref, k)
     if row is not None:
         return row.cuda, f"containers.toml: {row.source}"
     name, tag = _repo_tag(ref)
@@ -97,19 +103,44 @@ def _image(c: ContainerFile, k: Knowledge, t: Target) -> CheckResult:
             unknown.append(use.ref)
             continue
         cuda, source = cuda_from
-        verdict = rules.driver_floor(k, cuda, driver)
+        row = _row(use.ref, k)
+        # The release notes' stated minimum where containers.toml has one (NGC), else the CUDA's.
+        verdict = image_floor(k, row, driver) if row is not None else rules.driver_floor(k, cuda, driver)
         if verdict.status is rules.FloorStatus.UNKNOWN:
             unknown.append(use.ref)
             continue
-        kind = ImageKind.PYTORCH if _repo_tag(use.ref)[0] != "nvidia/cuda" else ImageKind.CUDA_RUNTIME
+        repo = _repo_tag(use.ref)[0]
+        kind = (
+            ImageKind.CUDA_RUNTIME
+            if repo == "nvidia/cuda"
+            else ImageKind.NGC
+            if repo == "nvidia/pytorch"
+            else ImageKind.PYTORCH
+        )
         better = [
             i
             for i in k.images
-            if i.kind is kind and rules.driver_floor(k, i.cuda, driver).status is rules.FloorStatus.RUNS
+            if i.kind is kind and image_floor(k, i, driver).status is rules.FloorStatus.RUNS
         ]
         instead = f"FROM {max(better, key=lambda i: i.cuda).ref}, or " if better else ""
         where = f"{use.where}: {use.ref} is CUDA {cuda} ({source})"
-        if verdict.status is rules.FloorStatus.TOO_OLD:
+        compat = forward_compatible(row, driver) if row is not None and row.driver is not None else None
+        if verdict.status is rules.FloorStatus.TOO_OLD and compat is not None:
+            summary = (
+                f"driver {driver} runs {use.ref} only on data-center GPUs, through forward compatibility"
+            )
+            why = (
+                f"{where}: its release notes ask for driver ≥ {verdict.floor}, or a data-center GPU "
+                f"on the R{compat.major} branch from {compat} with the CUDA compatibility package "
+                "(docs.nvidia.com/deploy/cuda-compatibility/); a GeForce or RTX card will not start it."
+            )
+            found.append((Status.WARN, summary, why, f"{instead}upgrade the driver to ≥ {verdict.floor}"))
+        elif verdict.status is rules.FloorStatus.TOO_OLD and row is not None and row.driver is not None:
+            fix = f"{instead}upgrade the driver to ≥ {verdict.floor}"
+            summary = f"{use.ref} needs driver ≥ {verdict.floor}; the target has {driver}"
+            why = f"{where}; the minimum driver its release notes state."
+            found.append((Status.FAIL, summary, why, fix))
+        elif verdict.status is rules.FloorStatus.TOO_OLD:
             fix = f"{instead}upgrade the driver to ≥ {verdict.toolkit_driver or verdict.floor}"
             summary = f"{use.ref} needs driver ≥ {verdict.floor} (CUDA {cuda}); the target has {driver}"
             why = f"{where}; NVIDIA's driver floor for it (CUDA release notes, Tables 2 and 3)."

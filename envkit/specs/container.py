@@ -23,7 +23,7 @@ from envkit.errors import InputError
 from envkit.knowledge.containers import BaseImage, ImageKind, load_images
 from envkit.resolve import rules
 from envkit.specs.pip import comment, header
-from envkit.versions import Version
+from envkit.versions import NvVersion, Version
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -33,7 +33,14 @@ if TYPE_CHECKING:
     from envkit.specs.pip import PipSource
     from envkit.specs.template import Template
 
-__all__ = ["CONTAINER_FORMATS", "choose_image", "render_apptainer", "render_dockerfile"]
+__all__ = [
+    "CONTAINER_FORMATS",
+    "choose_image",
+    "forward_compatible",
+    "image_floor",
+    "render_apptainer",
+    "render_dockerfile",
+]
 
 CONTAINER_FORMATS: Final = ("docker", "apptainer")
 VENV: Final = "/opt/venv"
@@ -41,6 +48,42 @@ VENV: Final = "/opt/venv"
 
 def _mm(v: Version) -> Version:
     return Version(f"{v.major}.{v.minor}")
+
+
+def image_floor(k: Knowledge, image: BaseImage, driver: Optional[NvVersion]) -> rules.FloorVerdict:
+    """What ``image`` needs of the driver: the minimum its release notes state where its row has
+    one (NGC: "Release 24.05 ... requires NVIDIA Driver release 545 or later"), else what its CUDA
+    needs (rules.driver_floor)."""
+    by_cuda = rules.driver_floor(k, image.cuda, driver)
+    if image.driver is None:
+        return by_cuda
+    need = image.driver
+    if driver is None:
+        status = rules.FloorStatus.NO_DRIVER
+    elif driver < need:
+        status = rules.FloorStatus.TOO_OLD
+    else:
+        status = rules.FloorStatus.RUNS
+    return rules.FloorVerdict(
+        by_cuda.cuda,
+        driver,
+        status,
+        rules.FloorReason.TOOLKIT_DRIVER,
+        need,
+        need,
+        by_cuda.minor_version_compatibility,
+        image.source,
+    )
+
+
+def forward_compatible(image: BaseImage, driver: NvVersion) -> Optional[NvVersion]:
+    """The forward-compatible branch floor of ``image``'s release notes that ``driver`` meets (its
+    own branch, at or above the listed driver), or None. Data-center GPUs only, through the CUDA
+    compatibility package the image carries (docs.nvidia.com/deploy/cuda-compatibility/)."""
+    for floor in image.compat_drivers:
+        if floor.major == driver.major and driver >= floor:
+            return floor
+    return None
 
 
 def choose_image(
@@ -62,7 +105,7 @@ def choose_image(
     driver = plan.target.checked_driver
 
     def runs(image: BaseImage) -> bool:
-        return driver is None or rules.driver_floor(k, image.cuda, driver).runs
+        return driver is None or image_floor(k, image, driver).runs
 
     if want is ImageKind.NGC:  # NVIDIA's torch build: any release of the plan's CUDA major it runs
         fits = [i for i in rows if i.kind is ImageKind.NGC and i.cuda.major == plan.cuda.major and runs(i)]
