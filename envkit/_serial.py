@@ -6,6 +6,7 @@ evaluated here at run time and envkit still runs on Python 3.9.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import functools
@@ -209,26 +210,59 @@ def _parse(tp: type, obj: object) -> object:
     return value
 
 
+# Sections shared by many documents (envkit.report.share_sections: a fleet's nodes carry the same
+# torch, Python and CUDA libraries): a value of a shared hint is taken by msgspec as its raw bytes
+# (msgspec.Raw, skipped at C speed) and decoded through _SECTIONS, so equal bytes are decoded and
+# validated once and every document that holds them gets the same frozen record.
+_SHARED: set[Any] = set()
+_SECTIONS: dict[Any, dict[bytes, object]] = {}
+_SECTIONS_MAX: Final = 4096  # distinct sections kept per hint ...
+_SECTION_BYTES_MAX: Final = 65536  # ... and only sections up to this size: the cache stays bounded
+
+
+def share(*hints: Any) -> None:
+    """Decode values of these hints once per distinct text (see _SHARED above)."""
+    _SHARED.update(hints)
+    for cache in (_wire, _visitor, _decoder):
+        cache.cache_clear()
+
+
+class _Refused(Exception):
+    """A decoded value the fast path hands back to the slow one (an Any nested too deep, a shared
+    section msgspec refuses)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class _Wire:
     """How values of one hint are decoded on the fast path."""
 
     hint: Any  # what msgspec is given
-    visit: bool = False  # whether decoded values hold a record to give back its class, or an Any
+    visit: bool = False  # whether decoded values hold a record to give back its class, an Any or a section
     real: Optional[type] = None  # the record class, when ``hint`` is a decoding subclass of it
     fields: tuple[tuple[str, Any], ...] = ()  # a record's fields to visit, with their real hints
 
 
+def _is_shared(tp: Any) -> bool:
+    if tp in _SHARED:
+        return True
+    # msgspec takes Raw only on its own, not in a Union: Optional[section] is one raw value.
+    return typing.get_origin(tp) in _UNION_TYPES and any(a in _SHARED for a in typing.get_args(tp))
+
+
 @functools.cache
-def _wire(tp: Any) -> _Wire:
+def _wire(tp: Any, top: bool = False) -> _Wire:
+    """``top``: the hint of a shared section being decoded on its own (not taken raw again)."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
+    if not top and _is_shared(tp):
+        return _Wire(msgspec.Raw, visit=True)
     if tp is ComputeCapability:
         return _Wire(_CapabilityText)  # _dec_hook returns the real thing
     if tp is Any:
         return _Wire(tp, visit=True)
     if origin in _UNION_TYPES or origin is tuple or origin is dict:
-        inner = [_wire(a) for a in args if a is not Ellipsis]
+        # A shared Optional[section] decoded on its own: its section is not taken raw again.
+        inner = [_wire(a, top and origin in _UNION_TYPES) for a in args if a is not Ellipsis]
         visit = any(w.visit for w in inner)
         if all(w.hint == a for w, a in zip(inner, args)):
             return _Wire(tp, visit)  # nothing to change inside
@@ -248,38 +282,87 @@ def _wire(tp: Any) -> _Wire:
             return _Wire(tp, bool(fields), None, fields)
         # msgspec reads a class's hints through its MRO, the subclass's first; the fields, their
         # defaults and __post_init__ stay the record's own.
-        sub = type(tp.__name__, (tp,), {"__annotations__": changed, "__module__": tp.__module__})
+        namespace: dict[str, Any] = {"__annotations__": changed, "__module__": tp.__module__}
+        raw = {name for name, h in changed.items() if h is msgspec.Raw}
+        if raw:
+            # msgspec 0.23 takes a Raw field only when it has no default (a default makes it
+            # expect a parsed value: https://github.com/msgspec/msgspec/pull/1176): on the wire a
+            # section is required, and a document without one takes the slow path.
+            own = dict(tp.__dataclass_fields__)
+            for name in raw:
+                own[name] = copy.copy(own[name])
+                own[name].default = own[name].default_factory = dataclasses.MISSING
+            namespace["__dataclass_fields__"] = own
+        sub = type(tp.__name__, (tp,), namespace)
         sub.__qualname__ = tp.__qualname__
         return _Wire(sub, True, tp, fields)
     return _Wire(tp)
 
 
 @functools.cache
-def _visitor(tp: Any) -> Callable[[Any], bool]:
-    """For a hint whose _wire visits: a function that gives decoded records their real class back,
-    and answers False when an Any value inside nests too deep."""
+def _visitor(tp: Any, top: bool = False) -> Callable[[Any], Any]:
+    """For a hint whose _wire visits: a function that returns the decoded value made whole (records
+    given their real class back, shared sections decoded), or raises _Refused."""
     origin = typing.get_origin(tp)
+    if not top and _is_shared(tp):
+        return _sectioner(tp)
     if tp is Any:
-        return lambda v: not v or not isinstance(v, (dict, list)) or _shallow(v, MAX_NESTING - _ANY_DEPTH)
+        return _any
     if origin in _UNION_TYPES:
-        (inner,) = (_visitor(a) for a in typing.get_args(tp) if a is not _NONE_TYPE)
-        return lambda v: v is None or inner(v)
+        (inner,) = (_visitor(a, top) for a in typing.get_args(tp) if a is not _NONE_TYPE)
+        return lambda v: v if v is None else inner(v)
     if origin is tuple:
         item = _visitor(typing.get_args(tp)[0])
-        return lambda v: all(map(item, v))
+        return lambda v: tuple(map(item, v))
     if origin is dict:
         value = _visitor(typing.get_args(tp)[1])
-        return lambda v: all(map(value, v.values()))
-    wire = _wire(tp)
+        return lambda v: {k: value(x) for k, x in v.items()}
+    wire = _wire(tp, top)
     real = wire.real
     fields = tuple((name, _visitor(h)) for name, h in wire.fields)
 
-    def visit(v: Any) -> bool:
+    def visit(v: Any) -> Any:
         if real is not None:
             object.__setattr__(v, "__class__", real)  # frozen records: past their __setattr__
-        return all(f(getattr(v, name)) for name, f in fields)
+        for name, f in fields:
+            old = getattr(v, name)
+            new = f(old)
+            if new is not old:
+                object.__setattr__(v, name, new)
+        return v
 
     return visit
+
+
+def _any(value: Any) -> Any:
+    if value and isinstance(value, (dict, list)) and not _shallow(value, MAX_NESTING - _ANY_DEPTH):
+        raise _Refused
+    return value
+
+
+def _sectioner(tp: Any) -> Callable[[Any], Any]:
+    """The visitor of a shared hint: its raw text decoded through _SECTIONS (called ~20 times per
+    report: the names it needs are bound once here)."""
+    cache = _SECTIONS.setdefault(tp, {})
+    decode = _decoder(tp, top=True).decode
+    finish = _visitor(tp, top=True) if _wire(tp, top=True).visit else None
+
+    def section(value: Any) -> Any:
+        raw = bytes(value)  # always a Raw: a shared field has no default on the wire (_wire)
+        found = cache.get(raw, cache)
+        if found is not cache:
+            return found
+        try:
+            decoded = decode(raw)
+        except msgspec.DecodeError:  # ValidationError is a DecodeError
+            raise _Refused from None
+        if finish is not None:
+            decoded = finish(decoded)
+        if len(cache) < _SECTIONS_MAX and len(raw) <= _SECTION_BYTES_MAX:
+            cache[raw] = decoded
+        return decoded
+
+    return section
 
 
 def _shallow(value: object, limit: int) -> bool:
@@ -295,8 +378,8 @@ def _shallow(value: object, limit: int) -> bool:
 
 
 @functools.cache
-def _decoder(cls: Any) -> msgspec.json.Decoder[Any]:
-    return msgspec.json.Decoder(_wire(cls).hint, dec_hook=_dec_hook)
+def _decoder(cls: Any, top: bool = False) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(_wire(cls, top).hint, dec_hook=_dec_hook)
 
 
 def decode_json(cls: type[T], raw: bytes) -> Optional[T]:
@@ -305,8 +388,8 @@ def decode_json(cls: type[T], raw: bytes) -> Optional[T]:
     root: Any = cls  # a hashable hint for the caches
     try:
         value = _decoder(root).decode(raw)
-    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
-        return None
-    if _wire(root).visit and not _visitor(root)(value):
+        if _wire(root).visit:
+            value = _visitor(root)(value)
+    except (msgspec.DecodeError, RecursionError, _Refused):  # ValidationError is a DecodeError
         return None
     return typing.cast("T", value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
+import gc
 import os
 import platform
 import sys
@@ -678,11 +679,21 @@ def fleet(
 
     A report that cannot be read is listed with the reason and the others are still shown; the
     exit code is then 1 (2 with --strict)."""
-    from envkit._files import check_output, write_output
-    from envkit.fleet.aggregate import load_fleet
+    from envkit._files import check_output
+    from envkit.fleet.aggregate import collector_paused
 
     if html:
         check_output(html, label=f"--html {html}")  # before reading a thousand reports
+    with collector_paused():  # reading and writing out 10,000 nodes: see load_fleet
+        return _fleet(reports, json_out, html, strict=strict, verbose=verbose, quiet=quiet)
+
+
+def _fleet(
+    reports: list[str], json_out: bool, html: Optional[str], *, strict: bool, verbose: bool, quiet: bool
+) -> int:
+    from envkit._files import write_output
+    from envkit.fleet.aggregate import load_fleet
+
     fleet_view = load_fleet(reports)
     if html:
         from envkit.render.html import render_html
@@ -1044,6 +1055,9 @@ def main() -> None:
 
     sigterm_interrupts()  # SIGTERM (Slurm, systemd, timeout) ends envkit as Ctrl-C does: exit 130
     _printable_anywhere()
+    # What the imports made (modules, classes, typer's app) lives as long as the process: out of
+    # the collector's sight, so that its full passes walk only what the command makes.
+    gc.freeze()
     try:
         app(prog_name="envkit")
     finally:

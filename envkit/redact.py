@@ -21,6 +21,7 @@ classes included) may use it.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Final
 
@@ -53,6 +54,7 @@ def is_secret_name(name: str) -> bool:
     return _SECRET_NAME_RE.search(name.upper().replace("-", "_")) is not None
 
 
+@functools.lru_cache(maxsize=4096)  # a fleet's JSON repeats the same few hundred keys
 def _secret_variable(key: object) -> bool:
     return isinstance(key, str) and _VARIABLE_RE.match(key) is not None and is_secret_name(key)
 
@@ -84,18 +86,43 @@ def redact(text: str) -> str:
     return text
 
 
+# redact_data meets the same short texts again and again (a fleet's 10,000 nodes share their driver,
+# torch and check texts, and their keys): each short text, and each key with its short text, is
+# redacted once. Bounded: 8192 of each, of at most 256 characters.
+_SHORT: Final = 256
+_PLAIN: Final = frozenset({int, float, bool, type(None)})
+
+
+@functools.lru_cache(maxsize=8192)
+def _redact_short(text: str) -> str:
+    return redact(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _short_entry(key: object, value: str) -> str:
+    return MASK if value and _secret_variable(key) else _redact_short(value)
+
+
+def _entry(key: object, value: Any) -> Any:
+    if isinstance(value, str):
+        return MASK if value and _secret_variable(key) else redact(value)
+    return value if type(value) in _PLAIN else redact_data(value)
+
+
 def redact_data(data: Any) -> Any:
     """A JSON-like value with :func:`redact` applied to every string, and the string value of every
     key that is a secret-like environment variable (``"HF_TOKEN": "…"``, as a report's ``env`` from
     an older envkit may hold) replaced by ``***``. envkit's own fields are lower-case and kept as
     they are (``"key": "driver.version"`` is no secret)."""
     if isinstance(data, str):
-        return redact(data)
+        return _redact_short(data) if len(data) <= _SHORT else redact(data)
     if isinstance(data, dict):
         return {
-            key: MASK if isinstance(value, str) and value and _secret_variable(key) else redact_data(value)
+            key: _short_entry(key, value)
+            if type(value) is str and len(value) <= _SHORT
+            else _entry(key, value)
             for key, value in data.items()
         }
     if isinstance(data, (list, tuple)):
-        return [redact_data(v) for v in data]
+        return [v if type(v) in _PLAIN else redact_data(v) for v in data]
     return data

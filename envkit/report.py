@@ -13,9 +13,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit import __version__
-from envkit._serial import decode_json, from_jsonable, to_jsonable
+from envkit._serial import decode_json, from_jsonable, share, to_jsonable
 from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
-from envkit.facts import Facts, facts_from_json, facts_to_json
+from envkit.facts import (
+    DriverFacts,
+    Facts,
+    PythonFacts,
+    SharedLib,
+    ToolkitFacts,
+    TorchFacts,
+    facts_from_json,
+    facts_to_json,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -225,6 +234,13 @@ class _Saved:
     host: Any = None
     created: Any = None
     envkit_version: Any = None
+
+
+# What the nodes of a fleet have in common, decoded once per distinct text (envkit._serial.share):
+# one image or one provisioning run gives every node the same torch, Python, toolkits, CUDA
+# libraries, driver and mostly the same verdicts, while the GPUs (UUIDs, temperatures), the host
+# name and its variables differ per node and are decoded per report.
+share(TorchFacts, PythonFacts, DriverFacts, tuple[ToolkitFacts, ...], tuple[SharedLib, ...], CheckResult)
 
 
 def decode_report(raw: bytes, where: str) -> Optional[Report]:

@@ -2,9 +2,11 @@
 """`envkit fleet DIR --json` against a plain `json.load` loop over the same files, side by side.
 
 The reports are generated into a temporary folder from a real doctor report (an H200 node, driver
-580, torch 2.11+cu130: tests/data/reports/h200-580-torch2.11-cu130.json), renamed per node and with
-deviations planted: another driver, a node without its GPU, another torch build, a failing check,
-a NCCL variable set on a few nodes, and one report cut short (a node that died mid-write).
+580, torch 2.11+cu130: tests/data/reports/h200-580-torch2.11-cu130.json), renamed per node, with
+what differs on every node of a real fleet (the run's time, the GPU's UUID, temperature and power,
+and the health check's line that shows them) and deviations planted: another driver, a node
+without its GPU, another torch build, a failing check, a NCCL variable set on a few nodes, and one
+report cut short (a node that died mid-write).
 
 Targets (issue #13): fleet over 10,000 reports <= 1.0x the json.load loop, both started as fresh
 interpreters and run alternately, the page cache warm for both; 100,000 reports must also work
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -47,6 +50,15 @@ def _templates() -> dict[str, str]:
     base = json.loads(BASE.read_text(encoding="utf-8"))
 
     base["host"] = base["facts"]["host"]["hostname"] = _HOST
+    # What differs on every node of a real fleet: the time of the run, each GPU's UUID and its
+    # readings (temperature, power), and the health check's line that shows them.
+    base["created"] = "2026-11-29T19:@@MIN@@:00+00:00"
+    base["duration_s"] = "@@DURATION@@"
+    gpu = base["facts"]["gpus"][0]
+    gpu.update(uuid="GPU-@@UUID@@", temperature_c="@@TEMP@@", power_w="@@POWER@@")
+    health = next(c for c in base["checks"] if c["id"] == "gpu.health")
+    health["detail"] = health["detail"].replace("36 \u00b0C 79/700 W", "@@TEMP@@ \u00b0C @@POWER@@/700 W")
+    assert "@@TEMP@@" in health["detail"], health["detail"]
 
     def text(doc: dict[str, Any]) -> str:
         return json.dumps(doc, indent=2, ensure_ascii=False)  # as `envkit doctor --json` writes it
@@ -82,6 +94,21 @@ def _templates() -> dict[str, str]:
     }
 
 
+def _node(template: str, n: int) -> str:
+    """Node ``n``'s report: its name, and readings that vary from node to node."""
+    temp, power = 30 + n % 17, 70 + n % 41
+    return (
+        template.replace(_HOST, f"gpu-node-{n:06d}")
+        .replace("@@MIN@@", f"{n % 60:02d}")
+        .replace('"@@DURATION@@"', f"{5 + n % 300 / 100:.2f}")
+        .replace("@@UUID@@", str(uuid.UUID(int=n * 2654435761 % 2**128)))
+        .replace('"@@TEMP@@"', str(temp))
+        .replace('"@@POWER@@"', f"{power}.{n % 10}")
+        .replace("@@TEMP@@", str(temp))
+        .replace("@@POWER@@", str(power))
+    )
+
+
 def generate(folder: Path, nodes: int) -> int:
     """``nodes`` report files in ``folder``; returns their total size in bytes."""
     texts = _templates()
@@ -89,7 +116,7 @@ def generate(folder: Path, nodes: int) -> int:
     size = 0
     for n in range(1, nodes + 1):
         kind = next((k for k, every in planted.items() if n % every == 0), "base")
-        body = texts[kind].replace(_HOST, f"gpu-node-{n:06d}")
+        body = _node(texts[kind], n)
         if n == nodes // 2:
             body = body[: len(body) // 3]  # a node that died mid-write: listed, not fatal
         data = body.encode("utf-8")

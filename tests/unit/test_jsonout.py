@@ -71,3 +71,18 @@ def test_a_streamed_list_is_written_as_the_list(capsysbinary: pytest.CaptureFixt
             data = {k: rows() if k == "nodes" and reference[k] else v for k, v in data.items()}
         print_json(data)
         assert capsysbinary.readouterr().out.decode() == _reference(reference) + "\n"
+
+
+@pytest.mark.parametrize("count", [1, 511, 512, 513, 1300])
+def test_a_streamed_list_reads_the_same_across_batches(
+    count: int, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    # Items go out in batches (jsonout._BATCH); one item msgspec would write otherwise (1e16) sends
+    # its batch to json, and the text must not show where one batch ends and the next begins.
+    def rows() -> Iterator[dict[str, Any]]:
+        for i in range(count):
+            yield {"name": f"n{i}", "v": 1e16 if i == 600 else i, "facts": {"k": [i, None], "e": {}}}
+
+    print_json({"schema": "s/1", "nodes": rows(), "tail": []})
+    reference = {"schema": "s/1", "nodes": list(rows()), "tail": []}
+    assert capsysbinary.readouterr().out.decode() == _reference(reference) + "\n"

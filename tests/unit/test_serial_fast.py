@@ -90,3 +90,54 @@ def test_the_slow_path_still_names_the_field(tmp_path: Path) -> None:
     report = read_report(str(path))  # the slow path's lenience is kept
     assert report.facts.torch.distributions[0].version is None
     assert report == report_from_json(json.loads(path.read_bytes()), str(path))
+
+
+def test_equal_sections_of_two_reports_are_decoded_once_and_shared() -> None:
+    from envkit.facts import TorchFacts
+    from envkit.report import CheckResult
+
+    a = _patched(lambda d: d.update(host="node-1"))
+    b = _patched(lambda d: (d.update(host="node-2"), d["checks"][2].update(detail="GPU 0: 41 °C")))
+    one, two = decode_report(a, "a.json"), decode_report(b, "b.json")
+    assert one is not None and two is not None
+    assert one == report_from_json(json.loads(a), "a.json") and two == report_from_json(
+        json.loads(b), "b.json"
+    )
+    # The same torch, Python, toolkits, CUDA libraries and driver: one record for both reports.
+    assert one.facts.torch is two.facts.torch and type(one.facts.torch) is TorchFacts
+    assert one.facts.python is two.facts.python and one.facts.driver is two.facts.driver
+    assert one.facts.host.cuda_libs is two.facts.host.cuda_libs and one.facts.toolkits is two.facts.toolkits
+    # Checks are shared one by one: the one whose detail differs is not.
+    assert one.checks[0] is two.checks[0] and type(one.checks[0]) is CheckResult
+    assert one.checks[2] is not two.checks[2] and two.checks[2].detail == "GPU 0: 41 °C"
+    # Per-node parts are the report's own.
+    assert one.facts.host is not two.facts.host and one.facts.gpus[0] is not two.facts.gpus[0]
+
+
+def test_a_report_without_a_shared_section_reads_as_the_slow_path_reads_it(tmp_path: Path) -> None:
+    from envkit.fleet.aggregate import read_report
+
+    raw = _patched(lambda d: d["facts"].pop("torch"))
+    assert decode_report(raw, "r.json") is None  # a section is required on the wire
+    path = tmp_path / "r.json"
+    path.write_bytes(raw)
+    assert read_report(str(path)) == report_from_json(json.loads(raw), str(path))
+
+
+def test_the_section_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envkit import _serial
+    from envkit.facts import DriverFacts
+
+    monkeypatch.setattr(_serial, "_SECTIONS_MAX", 3)
+    cache = _serial._SECTIONS.setdefault(DriverFacts, {})  # the dict the decoder holds
+    kept = dict(cache)
+    cache.clear()
+    try:
+        for n in range(10):
+            raw = _patched(lambda d, n=n: d["facts"]["driver"].update(version=f"580.{n}.01"))
+            report = decode_report(raw, "r.json")
+            assert report is not None and str(report.facts.driver.version) == f"580.{n}.01"
+        assert len(cache) == 3
+    finally:
+        cache.clear()
+        cache.update(kept)

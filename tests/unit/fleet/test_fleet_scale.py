@@ -63,3 +63,35 @@ def test_the_streamed_json_is_the_documents_text(
     fleet = load_fleet([str(tmp_path)])
     print_json(fleet.to_json(lazy=True))
     assert capsysbinary.readouterr().out.decode() == dumps(fleet.to_json()) + "\n"
+
+
+def test_the_keys_worked_out_per_section_read_only_that_section() -> None:
+    # fleet_fingerprint works a key out once per distinct section object (fingerprint._READS): a
+    # key that read anything else would be wrong on the nodes that share the section. Each is
+    # checked on the real report against a Facts that has only its section.
+    import dataclasses
+
+    from envkit.facts import Facts
+    from envkit.fleet.fingerprint import _FLEET, _READS, fingerprint, fleet_fingerprint
+
+    facts = read_report(str(REPORT)).facts
+    extract = dict(_FLEET)
+    for key, section in _READS.items():
+        alone = Facts(**{section: getattr(facts, section)})
+        assert extract[key](alone) == extract[key](facts), key
+        assert extract[key](dataclasses.replace(facts, host=Facts().host, gpus=())) == extract[key](facts)
+    # And the memo gives what a fresh computation gives, node after node.
+    full = fingerprint(facts)
+    for _ in range(3):
+        assert fleet_fingerprint(facts) == {k: full[k] for k in fleet_fingerprint(facts)}
+
+
+def test_nodes_with_equal_verdicts_share_them_and_count_right(tmp_path: Path) -> None:
+    write_nodes(tmp_path, 30)
+    fleet = load_fleet([str(tmp_path)])
+    healthy = [n for n in fleet.nodes if n.name not in ("gpu-node-008",)]
+    assert len({id(n.checks) for n in healthy}) == 1  # one tuple for 29 nodes
+    counts = fleet.check_counts("gpu.health")
+    assert counts["pass"] == 29 and counts["fail"] == 1 and counts["missing"] == 0
+    in_memory = build_fleet([(str(p), read_report(str(p))) for p in sorted(tmp_path.glob("*.json"))])
+    assert in_memory.to_json() == fleet.to_json()
