@@ -4,6 +4,7 @@ are validated when a row has them."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -32,17 +33,47 @@ def _row(**fields: Any) -> Row:
 def test_every_row_parses_cites_a_source_and_has_a_well_formed_ref() -> None:
     images = load_images()
     by_kind = {kind: [i for i in images if i.kind is kind] for kind in ImageKind}
-    assert len(by_kind[ImageKind.CUDA_RUNTIME]) >= 9 and len(by_kind[ImageKind.PYTORCH]) >= 11
+    assert len(by_kind[ImageKind.CUDA_RUNTIME]) >= 18 and len(by_kind[ImageKind.PYTORCH]) >= 11
     assert by_kind[ImageKind.NGC]
     for image in images:
         assert _REF_RE.match(image.ref), image.ref
         assert "https://" in image.source, image.ref
         assert image.compat_drivers == () or image.driver is not None
     cuda_tags = {i.ref for i in by_kind[ImageKind.CUDA_RUNTIME]}
-    # Runtime images for the wheel CUDAs cu118, cu121, cu126 and cu128 (cu124 plans take 12.3.2;
-    # no cited 12.4, 12.9 or 13.x runtime tag yet).
-    for prefix in ("nvidia/cuda:11.8.", "nvidia/cuda:12.1.", "nvidia/cuda:12.6.", "nvidia/cuda:12.8."):
-        assert any(ref.startswith(prefix) for ref in cuda_tags), prefix
+    # Runtime images for every wheel CUDA (cu118 ... cu130), on Ubuntu 22.04 (python3 3.10) and, from
+    # 12.8 on, 24.04 (python3 3.12).
+    for cuda in ("11.8", "12.1", "12.4", "12.6", "12.8", "12.9", "13.0"):
+        assert any(ref.startswith(f"nvidia/cuda:{cuda}.") for ref in cuda_tags), cuda
+    for cuda in ("12.8", "12.9", "13.0"):
+        for os in ("ubuntu22.04", "ubuntu24.04"):
+            assert any(r.startswith(f"nvidia/cuda:{cuda}.") and r.endswith(f"-{os}") for r in cuda_tags), (
+                cuda,
+                os,
+            )
+
+
+def test_cuda_runtime_rows_agree_with_their_tag() -> None:
+    # nvidia/cuda:<CUDA_VERSION>-[cudnn[N]-]runtime-<os>: the row's cuda and os are the tag's, and
+    # its python is that OS's python3 (packages.ubuntu.com, cited in each row).
+    python3 = {
+        "ubuntu20.04": ("focal", "3.8"),
+        "ubuntu22.04": ("jammy", "3.10"),
+        "ubuntu24.04": ("noble", "3.12"),
+    }
+    tag = re.compile(r"^nvidia/cuda:(\d+\.\d+\.\d+)-(?:cudnn\d*-)?runtime-(ubuntu\d+\.\d+)$")
+    for image in load_images():
+        if image.kind is not ImageKind.CUDA_RUNTIME:
+            continue
+        m = tag.match(image.ref)
+        assert m, image.ref
+        assert (str(image.cuda), image.os) == (m.group(1), m.group(2)), image.ref
+        codename, python = python3[image.os]
+        assert str(image.python) == python, image.ref
+        assert f"https://packages.ubuntu.com/{codename}/python3" in image.source, image.ref
+        # the evidence for the tag: a file at a commit (https://github.com/OWNER/REPO/blob/SHA/PATH)
+        assert re.search(r"https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+", image.source), (
+            image.ref
+        )
 
 
 @pytest.mark.parametrize("source", [None, "", "   ", "see shared/reference/containers.md", "compat-data.md"])

@@ -28,7 +28,7 @@ def test_docker_format_for_a_cuda_12_8_plan() -> None:
     assert set(files) == {"Dockerfile", "requirements.txt"}
     docker = files["Dockerfile"]
     assert docker.splitlines()[1].startswith(f"# {GENERATED_MARK}")
-    assert "FROM nvidia/cuda:12.8.0-runtime-ubuntu24.04\n" in docker
+    assert "FROM nvidia/cuda:12.8.1-runtime-ubuntu24.04\n" in docker  # the newest cited 12.8 patch
     assert "--format docker" in docker and "RUN pip install -r /tmp/requirements.txt" in docker
     assert "envkit verify --python /opt/venv/bin/python" in docker
     assert "download.pytorch.org/whl/cu128" in files["requirements.txt"]
@@ -38,8 +38,9 @@ def test_apptainer_format_and_an_older_image_for_an_older_plan() -> None:
     p = plan("535.104.05", "sm_80", cuda="12.4", python="3.10")
     files = render_specs(p, load_template("pt2"), "apptainer")
     definition = files["Apptainer.def"]
-    # No 12.4 row: the newest cited CUDA 12.x image at or below 12.4 with the plan's Python.
-    assert definition.startswith("Bootstrap: docker\nFrom: nvidia/cuda:12.3.2-cudnn9-runtime-ubuntu22.04\n")
+    # The plan's CUDA minor on the OS whose python3 is the plan's Python; the plain runtime image
+    # over the 12.4.1 cudnn one (driver 535 runs CUDA 12.4 through minor-version compatibility).
+    assert definition.startswith("Bootstrap: docker\nFrom: nvidia/cuda:12.4.1-runtime-ubuntu22.04\n")
     assert "%test" in definition and "%files\n    requirements.txt /opt/requirements.txt" in definition
 
 
