@@ -136,7 +136,17 @@ def choose_image(
             f"CUDA {plan.cuda}{python}" + (f" and driver {driver}" if driver else ""),
             hint=f"it has {have or 'none'}; pass --python or --cuda to match one",
         )
-    return max(fits, key=lambda i: i.cuda)
+    return max(fits, key=_preference)
+
+
+def _preference(image: BaseImage) -> tuple[Version, bool, Version, str]:
+    """choose_image's order among the rows that fit, so the pick never depends on the table's row
+    order: the newest CUDA (patch included: every row already fits the plan's CUDA and the
+    driver); then a plain runtime image over a cuDNN one (the torch CUDA wheels bring their own
+    cuDNN, the nvidia-cudnn-cu12/-cu13 wheel they require, so the image's is a second copy); then
+    the newer OS (its python3 is the plan's Python wherever the plan names one, so this only
+    decides for a plan without a Python; templates name no OS); then the ref itself."""
+    return (image.cuda, "cudnn" not in image.ref, image.python or Version("0"), image.ref)
 
 
 def _verify_line(plan: Plan) -> str:

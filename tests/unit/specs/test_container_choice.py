@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from envkit.errors import InputError
+from envkit.errors import InputError, NoBuildError
 from envkit.knowledge import load_knowledge
 from envkit.knowledge._table import Row
-from envkit.knowledge.containers import ImageKind, _image
+from envkit.knowledge.containers import BaseImage, ImageKind, _image
 from envkit.report import Status
 from envkit.resolve import rules
 from envkit.resolve.target import Target
@@ -56,29 +56,110 @@ def _template(base: str) -> str:
 
 
 @pytest.mark.parametrize(
-    ("driver", "cuda", "python"),
+    ("driver", "cuda", "python", "minor"),
     [
-        ("535.104.05", "12.1", "3.10"),
-        ("550.54.15", "12.4", "3.10"),
-        ("570.124.06", "12.8", "3.12"),
-        ("570.124.06", "12.6", "3.12"),
-        ("535.104.05", "11.8", "3.10"),
+        ("535.104.05", "12.1", "3.10", "12.1"),
+        ("550.54.15", "12.4", "3.10", "12.4"),  # cu124: a 12.4 image now, no longer 12.3.2
+        ("570.124.06", "12.8", "3.12", "12.8"),
+        ("570.124.06", "12.8", "3.10", "12.8"),
+        ("570.124.06", "12.6", "3.12", "12.6"),
+        ("575.57.08", "12.9", "3.12", "12.9"),
+        ("575.57.08", "12.9", "3.10", "12.9"),
+        ("580.65.06", "13.0", "3.12", "13.0"),  # cu130 on R580: was an InputError (no 13.x row)
+        ("580.65.06", "13.0", "3.10", "13.0"),
+        ("535.104.05", "11.8", "3.10", "11.8"),
     ],
 )
 def test_common_targets_get_a_cuda_runtime_image_their_driver_runs(
-    driver: str, cuda: str, python: str
+    driver: str, cuda: str, python: str, minor: str
 ) -> None:
     p = plan(driver, "sm_80", cuda=cuda, python=python)
+    assert p.cuda == Version(cuda)
     image = choose_image(p, K)
-    assert image.kind is ImageKind.CUDA_RUNTIME
-    assert image.cuda.major == p.cuda.major and Version(f"{image.cuda.major}.{image.cuda.minor}") <= p.cuda
+    assert image.kind is ImageKind.CUDA_RUNTIME and image.ref.startswith(f"nvidia/cuda:{minor}.")
+    assert Version(f"{image.cuda.major}.{image.cuda.minor}") == Version(minor) <= p.cuda
     assert image.python is not None and (image.python.major, image.python.minor) == (
         Version(python).major,
         Version(python).minor,
     )
-    assert image_floor(K, image, NvVersion(driver)).runs
+    # Never a newer driver than the target's: at or above the toolkit's own driver (Table 3), not
+    # only through minor-version compatibility.
+    verdict = image_floor(K, image, NvVersion(driver))
+    assert verdict.status is rules.FloorStatus.RUNS
+    assert verdict.floor is not None and verdict.floor <= NvVersion(driver)
+    assert verdict.toolkit_driver is not None and verdict.toolkit_driver <= NvVersion(driver)
     files = render_specs(p, load_template("pt2"), "docker")
     assert f"FROM {image.ref}\n" in files["Dockerfile"]
+    assert f"From: {image.ref}\n" in render_specs(p, load_template("pt2"), "apptainer")["Apptainer.def"]
+
+
+@pytest.mark.parametrize("driver", ["535.104.05", "550.54.15", "570.124.06", "575.57.08", "580.65.06"])
+def test_no_cuda_runtime_image_chosen_needs_a_newer_driver_than_the_target(driver: str) -> None:
+    # Whatever CUDA a plan asks for, the image is one whose CUDA the target driver runs
+    # (rules.driver_floor) or there is none (InputError), never one it cannot start.
+    chosen: set[int] = set()
+    for cuda in ("11.8", "12.1", "12.4", "12.6", "12.8", "12.9", "13.0"):
+        for python in ("3.10", "3.12"):
+            try:
+                p = plan(driver, "sm_80", cuda=cuda, python=python)
+                image = choose_image(p, K)
+            except (InputError, NoBuildError):  # no torch build, or no image: nothing chosen
+                continue
+            assert rules.driver_floor(K, image.cuda, NvVersion(driver)).runs, (driver, cuda, image.ref)
+            assert image_floor(K, image, NvVersion(driver)).runs, (driver, cuda, image.ref)
+            chosen.add(image.cuda.major * 100 + image.cuda.minor)
+    # Not vacuous: every driver gets 12.x images (to 12.9 through 12.x minor-version
+    # compatibility, its floor R525), and a 13.0 one exactly where it is R580 or newer.
+    assert {1201, 1204, 1209} <= chosen, (driver, chosen)
+    assert (1300 in chosen) == (NvVersion(driver) >= NvVersion("580.65.06")), (driver, chosen)
+    # A cu130 plan judged for an R575 driver (which cannot start CUDA 13: its floor is R580): none of
+    # the table's 13.x rows is offered, it says so instead.
+    p = plan("580.65.06", "sm_80", cuda="13.0", python="3.12")
+    older = dataclasses.replace(p, target=dataclasses.replace(p.target, driver=NvVersion("575.57.08")))
+    assert any(i.cuda.major == 13 for i in K.images if i.kind is ImageKind.CUDA_RUNTIME)
+    with pytest.raises(InputError, match=r"no cuda-runtime base image .* driver 575\.57\.08"):
+        choose_image(older, K)
+
+
+def _row(ref: str, cuda: str, os: str, python: str) -> BaseImage:
+    return _image(
+        Row(
+            "containers.toml",
+            "image",
+            0,
+            {
+                "ref": ref,
+                "kind": "cuda-runtime",
+                "cuda": cuda,
+                "os": os,
+                "python": python,
+                "source": "https://example.org/the-tests-own-row",
+            },
+        )
+    )
+
+
+def test_the_choice_among_rows_of_one_cuda_minor_does_not_depend_on_their_order() -> None:
+    # Newest patch first; then plain runtime over cudnn (the CUDA wheels bring their own cuDNN);
+    # then the newer OS, which only decides for a plan without a Python; then the ref.
+    rows = [
+        _row("nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04", "13.0.2", "ubuntu24.04", "3.12"),
+        _row("nvidia/cuda:13.0.2-runtime-ubuntu24.04", "13.0.2", "ubuntu24.04", "3.12"),
+        _row("nvidia/cuda:13.0.1-runtime-ubuntu24.04", "13.0.1", "ubuntu24.04", "3.12"),
+        _row("nvidia/cuda:13.0.2-runtime-ubuntu22.04", "13.0.2", "ubuntu22.04", "3.10"),
+    ]
+    p = plan("580.65.06", "sm_90", cuda="13.0", python="3.12")
+    no_python = dataclasses.replace(p, python=None)
+    for order in (rows, rows[::-1], rows[1:] + rows[:1], rows[2:] + rows[:2]):
+        assert choose_image(p, K, images=order).ref == "nvidia/cuda:13.0.2-runtime-ubuntu24.04"
+        assert choose_image(no_python, K, images=order).ref == "nvidia/cuda:13.0.2-runtime-ubuntu24.04"
+    p310 = plan("580.65.06", "sm_90", cuda="13.0", python="3.10")
+    assert choose_image(p310, K, images=rows).ref == "nvidia/cuda:13.0.2-runtime-ubuntu22.04"
+    # Only cudnn at the newest patch: the newest patch still wins over an older plain one.
+    only_cudnn = [rows[0], rows[2]]
+    assert choose_image(p, K, images=only_cudnn).ref == "nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04"
+    # And the table's own rows: 13.0.1 plain and cudnn on 24.04, plain chosen.
+    assert choose_image(p, K).ref == "nvidia/cuda:13.0.1-runtime-ubuntu24.04"
 
 
 def test_driver_580_and_cu130_gets_an_ngc_image_it_runs(tmp_path: Path) -> None:
