@@ -33,6 +33,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -313,7 +314,6 @@ class _Summaries:
 
     def __init__(self) -> None:
         self._texts: dict[Optional[str], Optional[str]] = {}
-        self._keys: dict[str, str] = {}
         self._results: dict[tuple[str, Status, str, str], CheckResult] = {}
         # The reports' own results are often the same objects (envkit.report.share_sections): by
         # identity first, holding each so that its id is not reused.
@@ -337,12 +337,17 @@ class _Summaries:
 
     def _verdicts(self, report: Report) -> tuple[CheckResult, ...]:
         """The node's kept results; nodes with equal ones share one tuple (Fleet._statuses)."""
-        results = tuple(self._result(c) for c in verdicts(report))
+        seen = self._seen
+        results = tuple(
+            known[1] if (known := seen.get(id(c))) is not None and known[0] is c else self._result(c)
+            for c in verdicts(report)
+        )
         return self._checks.setdefault(tuple(map(id, results)), results)
 
     def node(self, path: str, report: Report) -> tuple[str, Node]:
-        prints = fleet_fingerprint(report.facts)
-        facts = {self._keys.setdefault(k, k): self._text(v) for k, v in prints.items()}
+        texts = self._texts
+        # The keys need no interning: _build gives every node the fleet's own key objects.
+        facts = {k: texts.setdefault(v, v) for k, v in fleet_fingerprint(report.facts).items()}
         node = Node(
             name="",
             host=self._text(report.host),
@@ -447,13 +452,25 @@ def report_paths(args: Sequence[str]) -> list[str]:
     for arg in args:
         folder = Path(arg)
         if folder.is_dir():
-            found = sorted(str(p) for p in folder.glob("*.json") if p.is_file())
+            found = sorted(_json_files(folder, arg))
             if not found:
                 raise InputError(f"{arg}: no *.json reports in this folder", hint=_HINT)
             paths += found
         else:
             paths.append(arg)
     return paths
+
+
+def _json_files(folder: Path, arg: str) -> Iterator[str]:
+    # os.scandir, not Path.glob: the kind of each entry comes with the listing (no stat per file,
+    # 10,000 of them in a fleet's folder). Hidden files count, as Path.glob("*.json") has them.
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.endswith(".json") and entry.is_file():
+                    yield os.path.join(str(folder), entry.name)
+    except OSError as exc:
+        raise InputError(f"{arg}: cannot list this folder ({exc.strerror or exc})", hint=_HINT) from None
 
 
 def read_report(path: str) -> Report:

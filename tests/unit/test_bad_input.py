@@ -109,6 +109,29 @@ def test_a_stream_past_the_cap_is_cut_off_not_read_whole() -> None:
         read_text("/dev/zero", label="--from /dev/zero")
 
 
+def test_files_that_say_size_0_are_read_to_their_end(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    from envkit._files import read_bytes
+
+    assert read_bytes("/proc/self/cmdline") == Path("/proc/self/cmdline").read_bytes()  # fstat: 0
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    data = bytes(range(256)) * 12_289  # 3 MiB and a bit: more than one read's piece
+
+    def feed() -> None:
+        with open(fifo, "wb") as fh:
+            fh.write(data)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        assert read_bytes(str(fifo)) == data
+    finally:
+        writer.join(timeout=10)
+
+
 # -- deep nesting, long numbers, bad bytes ---------------------------------------------------------
 
 DEEP_JSON = "[" * 100_000

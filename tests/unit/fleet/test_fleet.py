@@ -409,3 +409,16 @@ def test_render_fleet_text(tmp_path: Path) -> None:
     assert "gpu-node-006  gpu.health" in out
     assert "NVIDIA driver" in out and "550.54.15" in out
     assert out.rstrip().endswith("unhealthy")
+
+
+def test_a_folder_gives_its_json_files_sorted(tmp_path: Path) -> None:
+    from envkit.fleet.aggregate import report_paths
+
+    for name in ("b.json", "a.json", ".hidden.json", "c.JSON", "d.json.bak"):
+        (tmp_path / name).write_text("{}")
+    (tmp_path / "e.json").mkdir()  # a folder named like a report is not one
+    (tmp_path / "f.json").symlink_to(tmp_path / "a.json")
+    assert report_paths([str(tmp_path)]) == [
+        str(tmp_path / n) for n in (".hidden.json", "a.json", "b.json", "f.json")
+    ]
+    assert report_paths([str(tmp_path) + "/", str(tmp_path / "c.JSON")])[-1] == str(tmp_path / "c.JSON")
