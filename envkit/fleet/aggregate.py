@@ -305,7 +305,8 @@ def _majority(key: str, values: Sequence[Optional[str]]) -> Majority:
 def _fleet_keys(prints: Iterable[dict[str, Optional[str]]]) -> list[str]:
     keys = [a.key for a in ASPECTS.values() if a.fleet is not None]
     prefixes = tuple(f"env.{e}" for e in FLEET_ENV)
-    env = {k for p in prints for k in p if k.startswith(prefixes)}
+    # A node's fingerprint has the fixed keys and then its variables: only longer ones have any.
+    env = {k for p in prints if len(p) > len(keys) for k in p if k.startswith(prefixes)}
     return keys + sorted(env, key=order)
 
 
@@ -417,6 +418,8 @@ def _build(entries: Sequence[tuple[str, Node]]) -> Fleet:
 def _named(entry: Node, name: str, keys: Sequence[str]) -> Node:
     """``entry`` under its name, with every fleet key (None where its report has none)."""
     facts = entry.facts
+    if len(facts) != len(keys) or any(a != b for a, b in zip(facts, keys)):
+        facts = {k: facts.get(k) for k in keys}  # else it has them all, in the fleet's order
     return Node(  # not dataclasses.replace, which walks the fields again for every node
         name=name,
         host=entry.host,
@@ -424,7 +427,7 @@ def _named(entry: Node, name: str, keys: Sequence[str]) -> Node:
         created=entry.created,
         envkit_version=entry.envkit_version,
         checks=entry.checks,
-        facts={k: facts.get(k) for k in keys},
+        facts=facts,
     )
 
 

@@ -384,7 +384,7 @@ _BY_SECTION: Final = {
     section: tuple((key, get) for key, get in _FLEET if _READS.get(key) == section)
     for section in dict.fromkeys(_READS.values())
 }
-_PER_NODE: Final = tuple((key, get) for key, get in _FLEET if key not in _READS)
+_PLAN: Final = tuple((key, get, _READS.get(key)) for key, get in _FLEET)
 # (section, id of the section's object) -> (the object, held so that its id is not reused; its
 # keys' values). Bounded: sections that differ on every node are then worked out per node.
 _SEEN: dict[tuple[str, int], tuple[object, dict[str, Optional[str]]]] = {}
@@ -405,9 +405,9 @@ def _section_values(facts: Facts, section: str) -> dict[str, Optional[str]]:
 def fleet_fingerprint(facts: Facts) -> dict[str, Optional[str]]:
     """Only the keys envkit fleet compares (``Aspect.fleet``, and the FLEET_ENV variables): the
     same values as ``fingerprint``, for a fraction of its time on a 10,000-node fleet."""
-    values = {key: get(facts) for key, get in _PER_NODE}
-    for section in _BY_SECTION:
-        values.update(_section_values(facts, section))
+    parts = {section: _section_values(facts, section) for section in _BY_SECTION}
+    # In _FLEET's order, which is the order of the fleet's own keys (aggregate._named keeps it).
+    values = {key: parts[section][key] if section else get(facts) for key, get, section in _PLAN}
     for name, value in facts.host.env.items():
         if name.startswith(FLEET_ENV):
             values[f"env.{name}"] = value
