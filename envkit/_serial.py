@@ -215,9 +215,29 @@ def _parse(tp: type, obj: object) -> object:
 # (msgspec.Raw, skipped at C speed) and decoded through _SECTIONS, so equal bytes are decoded and
 # validated once and every document that holds them gets the same frozen record.
 _SHARED: set[Any] = set()
-_SECTIONS: dict[Any, dict[bytes, object]] = {}
-_SECTIONS_MAX: Final = 4096  # distinct sections kept per hint ...
-_SECTION_BYTES_MAX: Final = 65536  # ... and only sections up to this size: the cache stays bounded
+
+
+class _Sections(dict[bytes, object]):
+    """One hint's decoded sections by their text, and how many bytes of text it holds."""
+
+    held = 0
+
+    def keep(self, raw: bytes, value: object) -> None:
+        if len(self) < _SECTIONS_MAX and self.held + len(raw) <= _SECTIONS_BYTES:
+            self[raw] = value
+            self.held += len(raw)
+
+    def clear(self) -> None:
+        super().clear()
+        self.held = 0
+
+
+_SECTIONS: dict[Any, _Sections] = {}
+# Bounded per hint: at most this many distinct sections, holding at most 4 MiB of text between
+# them (their records take a few times that). A homogeneous fleet needs a handful; in a fleet
+# where a section differs on every node the cache fills and further sections are decoded each time.
+_SECTIONS_MAX: Final = 4096
+_SECTIONS_BYTES: Final = 4 * 1024 * 1024
 
 
 def share(*hints: Any) -> None:
@@ -343,7 +363,7 @@ def _any(value: Any) -> Any:
 def _sectioner(tp: Any) -> Callable[[Any], Any]:
     """The visitor of a shared hint: its raw text decoded through _SECTIONS (called ~20 times per
     report: the names it needs are bound once here)."""
-    cache = _SECTIONS.setdefault(tp, {})
+    cache = _SECTIONS.setdefault(tp, _Sections())
     decode = _decoder(tp, top=True).decode
     finish = _visitor(tp, top=True) if _wire(tp, top=True).visit else None
 
@@ -358,8 +378,7 @@ def _sectioner(tp: Any) -> Callable[[Any], Any]:
             raise _Refused from None
         if finish is not None:
             decoded = finish(decoded)
-        if len(cache) < _SECTIONS_MAX and len(raw) <= _SECTION_BYTES_MAX:
-            cache[raw] = decoded
+        cache.keep(raw, decoded)
         return decoded
 
     return section

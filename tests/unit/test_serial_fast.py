@@ -128,16 +128,30 @@ def test_the_section_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     from envkit import _serial
     from envkit.facts import DriverFacts
 
-    monkeypatch.setattr(_serial, "_SECTIONS_MAX", 3)
-    cache = _serial._SECTIONS.setdefault(DriverFacts, {})  # the dict the decoder holds
+    decode_report(REPORT.read_bytes(), "r.json")
+    cache = _serial._SECTIONS[DriverFacts]  # the one the decoder holds
     kept = dict(cache)
-    cache.clear()
+
+    def read(n: int) -> None:
+        raw = _patched(lambda d: d["facts"]["driver"].update(version=f"580.{n}.01"))
+        report = decode_report(raw, "r.json")
+        assert report is not None and str(report.facts.driver.version) == f"580.{n}.01"
+
     try:
-        for n in range(10):
-            raw = _patched(lambda d, n=n: d["facts"]["driver"].update(version=f"580.{n}.01"))
-            report = decode_report(raw, "r.json")
-            assert report is not None and str(report.facts.driver.version) == f"580.{n}.01"
-        assert len(cache) == 3
-    finally:
+        monkeypatch.setattr(_serial, "_SECTIONS_MAX", 3)  # at most 3 sections ...
         cache.clear()
-        cache.update(kept)
+        for n in range(10):
+            read(n)
+        assert len(cache) == 3
+        monkeypatch.setattr(_serial, "_SECTIONS_MAX", 4096)
+        size = len(next(iter(cache)))
+        monkeypatch.setattr(_serial, "_SECTIONS_BYTES", 2 * size + size // 2)  # ... or 2.5 of them
+        cache.clear()
+        for n in range(10, 20):
+            read(n)
+        assert len(cache) == 2 and cache.held == sum(map(len, cache))
+    finally:
+        monkeypatch.undo()
+        cache.clear()
+        for raw, value in kept.items():
+            cache.keep(raw, value)
