@@ -9,7 +9,8 @@ without its GPU, another torch build, a failing check, a NCCL variable set on a 
 report cut short (a node that died mid-write).
 
 Targets (issue #13): fleet over 10,000 reports <= 1.0x the json.load loop, both started as fresh
-interpreters and run alternately, the page cache warm for both; 100,000 reports must also work
+interpreters and run alternately, the page cache warm for both, judged on the median of the
+paired ratios (each fleet run over the loop run just before it); 100,000 reports must also work
 (the time and the peak RSS of the child are printed).
 
     python scripts/bench_fleet.py                 # 10,000 reports, 3 runs each, then 100,000 once
