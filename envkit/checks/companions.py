@@ -19,6 +19,7 @@ there only the companions' versions are judged).
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Final, Optional
 
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
@@ -46,6 +47,7 @@ _SOURCE: Final = {
 }
 
 
+@functools.lru_cache(maxsize=1024)  # the table's few hundred versions, asked for per check run
 def _base(version: Version) -> Version:
     return Version(version.base_version)
 

@@ -19,6 +19,7 @@ monotonic: a newer driver never gets an older variant. Variants pytorch.org does
 
 from __future__ import annotations
 
+import copy
 import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Optional, Union
@@ -313,8 +314,36 @@ def _rank(candidates: list[_Candidate]) -> _Candidate:
     return min(candidates, key=lambda c: (not c.listed, variant_cuda(c.variant) or Version("0")))
 
 
+# The answer depends on the knowledge, the target and the request alone, and the same questions
+# come again and again: doctor's checks ask twice per report, and a fleet of reports from another
+# envkit version has its checks run again on every node, nodes that share driver, GPUs and
+# platform. Bounded; the knowledge object is held so that its id is not reused.
+_ANSWERS: dict[tuple[int, Target, Request], tuple[Knowledge, Union[Plan, NoBuildError]]] = {}
+_ANSWERS_MAX: Final = 512
+
+
 def resolve(k: Knowledge, target: Target, request: Request) -> Plan:
     """Pick the torch build for ``target``; NoBuildError says why none fits and what would."""
+    key = (id(k), target, request)
+    try:
+        found = _ANSWERS.get(key)
+    except TypeError:  # a request whose local source cannot be hashed: not remembered
+        return _resolve(k, target, request)
+    if found is None or found[0] is not k:
+        try:
+            answer: Union[Plan, NoBuildError] = _resolve(k, target, request)
+        except NoBuildError as error:
+            answer = error.with_traceback(None)
+        if len(_ANSWERS) < _ANSWERS_MAX:
+            _ANSWERS[key] = (k, answer)
+    else:
+        answer = found[1]
+    if isinstance(answer, NoBuildError):
+        raise copy.copy(answer)  # a fresh raise each time: the stored one gathers no traceback
+    return answer
+
+
+def _resolve(k: Knowledge, target: Target, request: Request) -> Plan:
     evaluator = _Evaluator(k, target, request)
     candidates = evaluator.candidates()
     admitted = [c for c in candidates if not any(rule in ("torch", "cuda") for rule, _ in c.failures)]
