@@ -11,10 +11,11 @@ report cut short (a node that died mid-write).
 Targets (issue #13): fleet over 10,000 reports <= 1.0x the json.load loop, both started as fresh
 interpreters and run alternately, the page cache warm for both, judged on the median of the
 paired ratios (each fleet run over the loop run just before it); 100,000 reports must also work
-(the time and the peak RSS of the child are printed).
+(the time and the peak RSS of the child are printed). Then 1,000 reports as another envkit version
+wrote them, whose checks fleet runs again on every node's facts (--older).
 
     python scripts/bench_fleet.py                 # 10,000 reports, 3 runs each, then 100,000 once
-    python scripts/bench_fleet.py --nodes 2000 --runs 1 --large 0
+    python scripts/bench_fleet.py --nodes 2000 --runs 1 --large 0 --older 0
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from _bench import print_medians
 
 BASE = Path(__file__).resolve().parent.parent / "tests" / "data" / "reports" / "h200-580-torch2.11-cu130.json"
 _HOST = "@@HOST@@"
+OLDER = "0.0.9"  # another envkit's reports: their checks are run again (fleet.aggregate.verdicts)
 # What the comparison parses: the same files, the same order, every document fully loaded.
 _LOAD = """\
 import glob, json, sys
@@ -46,9 +48,11 @@ for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
 """
 
 
-def _templates() -> dict[str, str]:
+def _templates(version: Optional[str] = None) -> dict[str, str]:
     """Report texts with a host placeholder: the base node and one per planted deviation."""
     base = json.loads(BASE.read_text(encoding="utf-8"))
+    if version:
+        base["envkit_version"] = version
 
     base["host"] = base["facts"]["host"]["hostname"] = _HOST
     # What differs on every node of a real fleet: the time of the run, each GPU's UUID and its
@@ -110,9 +114,10 @@ def _node(template: str, n: int) -> str:
     )
 
 
-def generate(folder: Path, nodes: int) -> int:
-    """``nodes`` report files in ``folder``; returns their total size in bytes."""
-    texts = _templates()
+def generate(folder: Path, nodes: int, *, version: Optional[str] = None) -> int:
+    """``nodes`` report files in ``folder``; returns their total size in bytes. ``version``: as if
+    that envkit wrote them (fleet then runs the checks again on every node's facts)."""
+    texts = _templates(version)
     planted = {"driver": 97, "no_gpu": 1009, "torch": 499, "failing": 1013, "nccl": 211}
     size = 0
     for n in range(1, nodes + 1):
@@ -197,6 +202,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--large", type=int, default=100_000, help="reports for the one large run (0: none)")
+    parser.add_argument(
+        "--older", type=int, default=1_000, help="reports from another envkit version, one run (0: none)"
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load:.2f} at the start")
@@ -218,6 +226,16 @@ def main() -> None:
                 f"envkit fleet {elapsed:.1f} s (CPU {seconds:.1f} s), "
                 f"peak RSS {peak / 1024:.0f} MiB, {summary['nodes']} nodes, "
                 f"{summary['unreadable']} unreadable"
+            )
+    if args.older:
+        with tempfile.TemporaryDirectory(prefix="envkit-bench-fleet-") as tmp:
+            folder = Path(tmp) / "older"
+            folder.mkdir()
+            generate(folder, args.older, version=OLDER)
+            elapsed, peak, stdout, seconds = run_rss(fleet_argv(folder), ok=(0, 1))
+            print(
+                f"{args.older} reports from envkit {OLDER} (checks run again on each node): "
+                f"envkit fleet {elapsed:.1f} s, peak RSS {peak / 1024:.0f} MiB"
             )
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
