@@ -45,10 +45,31 @@ __all__ = [
     "cancel_scopes",
     "enter_scope",
     "live_pids",
+    "process_age",
     "run",
     "scope",
     "terminate_all",
 ]
+
+
+def process_age() -> float:
+    """Seconds since this process started (0.0 where that cannot be read): a command's --timeout is
+    the whole run's, and the interpreter's start and envkit's imports are part of it (a node's
+    health check is killed that many seconds after it was started, not after envkit got going).
+
+    Linux: the start time in /proc/self/stat (field 22, clock ticks after boot) against the seconds
+    since boot in /proc/uptime (proc(5)); both count from boot, to the tick (10 ms)."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            stat = fh.read().decode("ascii", "replace")
+        with open("/proc/uptime", "rb") as fh:
+            uptime = float(fh.read().split()[0])
+        # The command name (field 2) is in parentheses and may hold spaces or ")": split after the last.
+        started = int(stat[stat.rindex(")") + 2 :].split()[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return max(uptime - started, 0.0)
+
 
 # How long a child gets between SIGTERM and SIGKILL (nox uses a similar staged shutdown).
 TERM_GRACE_S: Final = 0.5

@@ -391,7 +391,7 @@ def doctor(
     else:
         with _run_progress(quiet=quiet or not deep, json_out=json_out) as progress:
             report = diagnose(
-                System(), python=python, env_name=env, deep=deep, timeout=timeout, progress=progress
+                System(), python=python, env_name=env, deep=deep, timeout=_left(timeout), progress=progress
             )
     if json_out:
         print_json(report.to_json(strict=strict))
@@ -504,7 +504,7 @@ def verify(
             python=python,
             env_name=env,
             checks=wanted,
-            timeout=timeout,
+            timeout=_left(timeout),
             progress=progress,
             compile_on=compile_on,
         )
@@ -611,14 +611,15 @@ def preflight(
     compile_on = parse_compile_devices(compile_devices)
     # The watchdog answers if anything below gets stuck past the budget (a C call holding the GIL).
     shown = _run_progress(quiet=quiet or not checks, json_out=json_out)
-    with Watchdog(timeout + 5.0, _unanswered(timeout + 5.0)), shown as progress:
+    left = _left(timeout)
+    with Watchdog(left + 5.0, _unanswered(timeout + 5.0)), shown as progress:
         report = run_preflight(
             System(),
             expect_path=expect,
             verify_checks=checks,
             python=python,
             env_name=env,
-            timeout=timeout,
+            timeout=left,
             progress=progress,
             compile_on=compile_on,
         )
@@ -1024,6 +1025,15 @@ def lock(
             )
         stderr.print(f"wrote {path}", markup=False)
     return 0
+
+
+def _left(timeout: float) -> float:
+    """What is left of a command's --timeout ("seconds the whole run may take"): the interpreter's
+    start and the imports before the command ran count too (envkit._proc.process_age). At least
+    a tenth of a second, so that a run whose start took it all still answers, with time-outs."""
+    from envkit._proc import process_age
+
+    return max(timeout - process_age(), 0.1)
 
 
 def _unanswered(seconds: float) -> Callable[[], None]:

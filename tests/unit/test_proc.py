@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from envkit._proc import (
     MAX_KEPT_BYTES,
     MAX_LINE_BYTES,
@@ -283,3 +285,28 @@ def test_a_child_starts_with_sigint_and_sigterm_unblocked() -> None:
     assert result.ok, result.describe()
     mask = int(result.stdout.split()[1], 16)
     assert not mask & (1 << (signal.SIGTERM - 1)) and not mask & (1 << (signal.SIGINT - 1))
+
+
+def test_a_commands_budget_counts_from_the_process_start() -> None:
+    # --timeout is "seconds the whole run may take": a second spent before the command ran (a slow
+    # interpreter start, imports over NFS) is taken off it.
+    code = (
+        "import time; time.sleep(1.0)\n"
+        "from envkit._proc import process_age\n"
+        "from envkit.cli import _left\n"
+        "print(process_age(), _left(5.0), _left(0.5))\n"
+    )
+    result = run([PY, "-c", code], timeout=60)
+    assert result.ok, result.stderr
+    age, left, floor = map(float, result.stdout.split())
+    assert 1.0 <= age < 5.0  # generous: a loaded machine starts slowly
+    assert left == pytest.approx(5.0 - age, abs=0.5)
+    assert floor == 0.1  # a start that took the whole budget still answers
+
+
+def test_process_age_of_this_process_is_counted_from_its_start() -> None:
+    from envkit._proc import process_age
+
+    first = process_age()
+    time.sleep(0.05)
+    assert first > 0 and process_age() >= first
