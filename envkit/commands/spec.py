@@ -5,17 +5,19 @@ Each function returns a record; the face (cli.py) prints it, so nothing here wri
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
+from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError, NoBuildError
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from envkit.resolve.plan import PlanFlags
+    from envkit.resolve.plan import Plan, PlanFlags
+    from envkit.specs.template import Template
     from envkit.system import System
 
 __all__ = ["SPEC_CHECK_SCHEMA", "SpecCheck", "SpecFiles", "check", "render"]
@@ -87,6 +89,7 @@ def render(
     ``channel`` (``--channel``), when given, picks the format left open and must agree with one given.
     """
     from envkit.commands.resolve import make_plan
+    from envkit.specs.container import CONTAINER_FORMATS
     from envkit.specs.render import (
         CONDA_FORMATS,
         default_format,
@@ -110,7 +113,11 @@ def render(
                 hint="leave one of them out"
                 + ("; --pip-in-conda puts torch from pip into a conda env" if channel == "pip" else ""),
             )
-    plan = make_plan(system, spec_flags(template, flags, chosen, pip_in_conda=pip_in_conda))
+    plan_flags = spec_flags(template, flags, chosen, pip_in_conda=pip_in_conda)
+    if chosen in CONTAINER_FORMATS:
+        plan = _container_plan(system, plan_flags, template, python_given=flags.python is not None)
+    else:
+        plan = make_plan(system, plan_flags)
     chosen_mirrors = spec_mirrors(mirrors, plan.variant) if mirrors else None
     files = render_specs(
         plan, template, chosen, mirror=chosen_mirrors, pip_in_conda=pip_in_conda, env_name=name
@@ -121,6 +128,55 @@ def render(
         return made
     written = tuple(write_specs(files, out, force=force))
     return SpecFiles(files, written=written, warnings=made.warnings, fmt=chosen)
+
+
+def _container_plan(system: System, flags: PlanFlags, template: Template, *, python_given: bool) -> Plan:
+    """The plan for an image, not for the machine envkit runs on: a Linux platform (this one's
+    when it is Linux, else linux-x86_64), and the Python of the base image's OS (its python3 is what
+    the image's venv is made of). A --python the user gave must match an image; the template's
+    Python, or this machine's, is taken where an image has it, and else gives way to the picked
+    image's, with a warning: a laptop's Python 3.11 says nothing about the container's."""
+    from envkit.commands.resolve import make_request, make_target
+    from envkit.knowledge import load_knowledge
+    from envkit.knowledge.containers import ImageKind
+    from envkit.resolve import resolve
+    from envkit.specs.container import choose_image
+
+    k = load_knowledge()
+    request = make_request(flags)
+    target = make_target(system, flags)
+    if flags.platform is None and not target.platform.startswith("linux-"):
+        target = dataclasses.replace(
+            target, platform="linux-x86_64", assumed=(*target.assumed, "linux-x86_64: the image's platform")
+        )
+    plan = resolve(k, target, request)
+    want = ImageKind(template.base) if template.base else ImageKind.CUDA_RUNTIME
+    if python_given or want is not ImageKind.CUDA_RUNTIME or plan.cuda is None:
+        return plan  # an NGC / pytorch image brings its own Python; a CPU plan gets no image
+    try:
+        choose_image(plan, k, want=want)
+        return plan  # an image has this Python
+    except InputError as error:
+        missing = error
+    # Else the Python of an image that fits, the one that gets the newest torch (a torch release
+    # may have left a Python behind), then the newest CUDA patch.
+    options = []
+    for python in sorted({i.python for i in k.images if i.kind is want and i.python is not None}):
+        try:
+            moved = resolve(k, dataclasses.replace(target, python=python), request)
+            image = choose_image(moved, k, want=want)
+        except (InputError, NoBuildError):
+            continue
+        options.append((moved.torch, image.cuda, python, moved, image))
+    if not options:
+        raise missing
+    *_, moved, image = max(options, key=lambda o: o[:3])
+    wanted = f"the template's Python {template.python}" if template.python else f"Python {plan.python}"
+    why = (
+        f"{wanted} is no base image's python3: planned for Python {image.python}, the python3 of "
+        f"{image.ref} (pass --python to insist, with a --cuda whose image has it)"
+    )
+    return dataclasses.replace(moved, warnings=(*moved.warnings, why))
 
 
 def check(system: System, path: str, flags: PlanFlags, *, strict: bool = False) -> SpecCheck:

@@ -241,8 +241,12 @@ def _torch(c: ContainerFile, k: Knowledge, t: Target) -> CheckResult:
 
 def _gpu(c: ContainerFile, k: Knowledge) -> CheckResult:
     if c.kind in ("dockerfile", "apptainer"):
-        how = "docker run --gpus all" if c.kind == "dockerfile" else "apptainer run --nv / exec --nv"
-        return _result("container.gpu", [], "", skip=f"a {c.kind} does not say how it is run ({how})")
+        what, how = (
+            ("a Dockerfile", "docker run --gpus all")
+            if c.kind == "dockerfile"
+            else ("an Apptainer definition file", "apptainer run --nv / exec --nv")
+        )
+        return _result("container.gpu", [], "", skip=f"{what} does not say how it is run ({how})")
     found: list[Finding] = []
     wants = [w for w in c.workloads if w.gpu or _gpu_image(w.image, k)]
     for w in c.workloads:

@@ -43,6 +43,7 @@ __all__ = [
 ]
 
 CONTAINER_FORMATS: Final = ("docker", "apptainer")
+_LISTED: Final = 6  # rows named when none fits
 VENV: Final = "/opt/venv"
 
 
@@ -92,9 +93,11 @@ def choose_image(
     *,
     want: ImageKind = ImageKind.CUDA_RUNTIME,
     images: Optional[Sequence[BaseImage]] = None,
+    any_python: bool = False,
 ) -> BaseImage:
     """The base image for ``plan`` (see the module's doc); InputError listing what there is when
-    no row fits, never a made-up tag."""
+    no row fits, never a made-up tag. ``any_python``: whatever its OS's Python (the caller then
+    plans for that Python: envkit.commands.spec)."""
     rows = list(load_images() if images is None else images)
     if plan.cuda is None:
         raise InputError(
@@ -125,11 +128,18 @@ def choose_image(
             if i.kind is ImageKind.CUDA_RUNTIME
             and i.cuda.major == plan.cuda.major
             and _mm(i.cuda) <= _mm(plan.cuda)
-            and (plan.python is None or (i.python is not None and _mm(i.python) == _mm(plan.python)))
+            and (any_python or _same_python(i, plan.python))
             and runs(i)
         ]
     if not fits:
-        have = ", ".join(f"{i.ref} (CUDA {i.cuda}, python {i.python or '-'})" for i in rows if i.kind is want)
+        # The rows of the plan's CUDA major first (the nearest answers), a handful of them.
+        cuda = plan.cuda
+        kin = [i for i in rows if i.kind is want]
+        newest_first = sorted(kin, key=lambda i: (i.cuda, i.ref), reverse=True)
+        near = sorted(newest_first, key=lambda i: i.cuda.major != cuda.major)
+        have = ", ".join(f"{i.ref} (CUDA {i.cuda}, python {i.python or '-'})" for i in near[:_LISTED])
+        if len(near) > _LISTED:
+            have += f" and {len(near) - _LISTED} more (envkit/knowledge/containers.toml)"
         python = f", python {plan.python}" if plan.python else ""
         raise InputError(
             f"no {want} base image in envkit's containers.toml fits torch {plan.torch} "
@@ -137,6 +147,10 @@ def choose_image(
             hint=f"it has {have or 'none'}; pass --python or --cuda to match one",
         )
     return max(fits, key=_preference)
+
+
+def _same_python(image: BaseImage, python: Optional[Version]) -> bool:
+    return python is None or (image.python is not None and _mm(image.python) == _mm(python))
 
 
 def _preference(image: BaseImage) -> tuple[Version, bool, Version, str]:
