@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -82,13 +83,15 @@ def _read_file(path: str, label: str, hint: str) -> bytes:
     # (envkit fleet reads 10,000 of them).
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        size = st.st_size
         if size > MAX_INPUT_BYTES:
             raise _too_big(label, size, hint)
         # A read(64 MiB) allocates 64 MiB first: ask for the size fstat gave, and one byte more to
-        # see a file that grew. A regular file read in full ends there (a shorter read is its end).
+        # see a file that grew. A regular file read in full ends there (a shorter read is its end);
+        # a pipe's size is what it holds now where it is not 0 (macOS, FreeBSD), so it reads on.
         first = os.read(fd, size + 1) if size else b""
-        if size and len(first) <= size:
+        if size and len(first) <= size and stat.S_ISREG(st.st_mode):
             return first
         # fstat says 0 for pipes and /proc files: read on, to the end or one byte past the cap.
         chunks, total = [first], len(first)

@@ -307,7 +307,8 @@ def _wire(tp: Any, top: bool = False) -> _Wire:
         if raw:
             # msgspec 0.23 takes a Raw field only when it has no default (a default makes it
             # expect a parsed value: https://github.com/msgspec/msgspec/pull/1176): on the wire a
-            # section is required, and a document without one takes the slow path.
+            # section has no default, and a document without one takes the slow path (msgspec
+            # then leaves the field unset, so a plain default shows through: _sectioner refuses it).
             own = dict(tp.__dataclass_fields__)
             for name in raw:
                 own[name] = copy.copy(own[name])
@@ -368,7 +369,11 @@ def _sectioner(tp: Any) -> Callable[[Any], Any]:
     finish = _visitor(tp, top=True) if _wire(tp, top=True).visit else None
 
     def section(value: Any) -> Any:
-        raw = bytes(value)  # always a Raw: a shared field has no default on the wire (_wire)
+        if type(value) is not msgspec.Raw:
+            # A missing field: msgspec leaves it unset and the record's class attribute shows
+            # through (Facts.python's None, a tuple's ()): the slow path gives it its default.
+            raise _Refused
+        raw = bytes(value)
         found = cache.get(raw, cache)
         if found is not cache:
             return found

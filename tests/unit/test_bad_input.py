@@ -132,6 +132,45 @@ def test_files_that_say_size_0_are_read_to_their_end(tmp_path: Path) -> None:
         writer.join(timeout=10)
 
 
+def test_a_pipe_whose_size_is_what_it_holds_now_is_read_to_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # macOS and FreeBSD's fstat give a pipe's st_size as the bytes waiting in it, not 0: the first
+    # read gets those, and the rest (written later) must still be read (`--from <(ssh node ...)`).
+    import contextlib
+    import os
+    import threading
+
+    from envkit._files import read_bytes
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    first, rest = b"x" * 1000, b"y" * 5000
+    sent = threading.Event()
+    real_fstat = os.fstat
+
+    def fstat(fd: int) -> os.stat_result:
+        st = real_fstat(fd)
+        sent.wait(10)  # the first piece is in the pipe
+        return os.stat_result((st.st_mode, *st[1:6], len(first), *st[7:]))
+
+    def feed() -> None:
+        with open(fifo, "wb", buffering=0) as fh:
+            fh.write(first)
+            sent.set()
+            time.sleep(0.2)
+            with contextlib.suppress(BrokenPipeError):  # the reader stopped at the first piece
+                fh.write(rest)
+
+    monkeypatch.setattr(os, "fstat", fstat)
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        assert read_bytes(str(fifo)) == first + rest
+    finally:
+        writer.join(timeout=10)
+
+
 # -- deep nesting, long numbers, bad bytes ---------------------------------------------------------
 
 DEEP_JSON = "[" * 100_000

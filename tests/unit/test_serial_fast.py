@@ -155,3 +155,23 @@ def test_the_section_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         cache.clear()
         for raw, value in kept.items():
             cache.keep(raw, value)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d: d["facts"].pop("python"),  # Optional, default None: was a TypeError traceback
+        lambda d: d["facts"].pop("toolkits"),  # default ()
+        lambda d: d["facts"]["host"].pop("cuda_libs"),
+        lambda d: d["facts"].pop("torch"),  # default_factory
+    ],
+)
+def test_a_section_left_out_never_reaches_the_section_decoder(
+    change: Callable[[dict[str, Any]], None],
+) -> None:
+    # An older or hand-made report may leave out a section the fast path takes raw: msgspec leaves
+    # that field unset, and the record's own default must not reach the section decoder.
+    raw = _patched(change)
+    slow = report_from_json(json.loads(raw), "r.json")
+    fast = decode_report(raw, "r.json")
+    assert fast is None or fast == slow
