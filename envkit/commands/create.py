@@ -7,6 +7,7 @@ face renders both (envkit.render.create).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
@@ -86,9 +87,20 @@ class Created:
 def prepare(system: System, request: CreateRequest) -> Installation:
     """Resolve the plan for the request and lay out the installation; nothing is written or run."""
     from envkit.commands.resolve import make_plan
-    from envkit.create.prepare import check_request, choose_format, choose_template, lay_out, local_builds
+    from envkit.create.prepare import (
+        check_request,
+        choose_format,
+        choose_template,
+        configured_wheelhouse,
+        lay_out,
+        local_builds,
+    )
     from envkit.specs.render import spec_flags
 
+    if request.offline and not request.wheelhouse:
+        found = configured_wheelhouse(system)  # pip.conf's find-links, where pip would look
+        if found is not None:
+            request = dataclasses.replace(request, wheelhouse=found)
     check_request(system, request)
     template = choose_template(request)
     fmt = choose_format(system, request, template)

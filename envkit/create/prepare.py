@@ -3,10 +3,13 @@ backend, the place, the spec files and the exact command lines (``--dry-run`` pr
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.create.backends import (
     CONDA_FAMILY,
@@ -32,7 +35,15 @@ if TYPE_CHECKING:
     from envkit.resolve.plan import Plan
     from envkit.system import System
 
-__all__ = ["CreateRequest", "check_request", "choose_format", "choose_template", "lay_out", "local_builds"]
+__all__ = [
+    "CreateRequest",
+    "check_request",
+    "choose_format",
+    "choose_template",
+    "configured_wheelhouse",
+    "lay_out",
+    "local_builds",
+]
 
 
 @dataclass(frozen=True)
@@ -75,10 +86,52 @@ def check_request(system: System, request: CreateRequest) -> None:
     if not request.name and not request.prefix:
         raise InputError("give the environment a NAME or a --prefix PATH")
     if request.offline and not request.wheelhouse:
-        raise InputError("--offline needs --wheelhouse DIR: the wheels have to come from somewhere")
+        raise InputError(
+            "--offline needs --wheelhouse DIR: the wheels have to come from somewhere",
+            hint="pip's configuration names no find-links folder either (pip config list)",
+        )
     if request.wheelhouse and not Path(request.wheelhouse).is_dir():
         raise InputError(f"--wheelhouse {request.wheelhouse}: not a folder")
     backend_exe(system, request.backend)  # an unknown or missing installer fails before resolving
+
+
+def configured_wheelhouse(system: System) -> Optional[str]:
+    """The local folder pip is configured to find wheels in (``find-links``, from PIP_FIND_LINKS or
+    a pip.conf: what `pip config list` shows), for ``create --offline`` without ``--wheelhouse``:
+    an air-gapped cluster's pip.conf already says where its wheels are, and uv reads no pip.conf.
+
+    pip is asked itself, so that its own rules decide which file and section win (the variable
+    over the files, [install] over [global]: https://pip.pypa.io/en/stable/topics/configuration/).
+    None when pip is not there, says nothing, or names only URLs or folders that do not exist."""
+    pip = [sys.executable, "-m", "pip"] if importlib.util.find_spec("pip") else None
+    if pip is None:
+        found = system.which("pip3") or system.which("pip")
+        pip = [found] if found else None
+    if pip is None:
+        return None
+    result = system.run_within([*pip, "config", "list"], timeout=_PIP_CONFIG_TIMEOUT_S, env=system.env)
+    if not result.ok:
+        return None
+    values: dict[str, str] = {}
+    for line in result.stdout.splitlines():
+        key, _, value = line.partition("=")
+        section, _, name = key.rpartition(".")
+        if name == "find-links" and section in _FIND_LINKS_ORDER:
+            try:  # pip shows it as a Python string literal: '\nhttps://…\n/opt/wheels'
+                values[section] = str(ast.literal_eval(value.strip()))
+            except (ValueError, SyntaxError):
+                values[section] = value.strip()
+    for section in _FIND_LINKS_ORDER:
+        for entry in values.get(section, "").split():
+            folder = entry.removeprefix("file://")
+            if "://" not in folder and os.path.isdir(folder):
+                return folder
+    return None
+
+
+# Which `pip config list` section wins for `pip install`: the variable, then [install], then [global].
+_FIND_LINKS_ORDER: Final = (":env:", "install", "global")
+_PIP_CONFIG_TIMEOUT_S: Final = 20.0
 
 
 def local_builds(request: CreateRequest) -> Optional[Available]:
