@@ -9,6 +9,8 @@ generation an idle GPU drops to) are left out: they would make every pair of mac
 
 from __future__ import annotations
 
+import functools
+import weakref
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Final, Optional
@@ -385,21 +387,33 @@ _BY_SECTION: Final = {
     for section in dict.fromkeys(_READS.values())
 }
 _PLAN: Final = tuple((key, get, _READS.get(key)) for key, get in _FLEET)
-# (section, id of the section's object) -> (the object, held so that its id is not reused; its
-# keys' values). Bounded: sections that differ on every node are then worked out per node.
-_SEEN: dict[tuple[str, int], tuple[object, dict[str, Optional[str]]]] = {}
+# (section, id of the section's object) -> (a weak reference to the object, which tells a reused
+# id; its keys' values). Weak: the memo must not keep every node's own sections alive (a torch that
+# differs per node, 30 KB of text, is ~150 KB of records: 4,096 of them were 600 MiB), only the
+# shared ones that envkit._serial's bounded cache holds anyway. A tuple (toolkits) or None, which
+# cannot be referenced weakly, is held: they are small. Bounded: past it, worked out per node.
+_SEEN: dict[tuple[str, int], tuple[Callable[[], object], dict[str, Optional[str]]]] = {}
 _SEEN_MAX: Final = 4096
 
 
 def _section_values(facts: Facts, section: str) -> dict[str, Optional[str]]:
     part = getattr(facts, section)
-    seen = _SEEN.get((section, id(part)))
-    if seen is not None and seen[0] is part:
+    slot = (section, id(part))
+    seen = _SEEN.get(slot)
+    if seen is not None and seen[0]() is part:
         return seen[1]
     values = {key: get(facts) for key, get in _BY_SECTION[section]}
-    if len(_SEEN) < _SEEN_MAX:
-        _SEEN[(section, id(part))] = (part, values)
+    if seen is not None or len(_SEEN) < _SEEN_MAX:  # a dead entry under this id is replaced
+        try:
+            ref: Callable[[], object] = weakref.ref(part)
+        except TypeError:
+            ref = functools.partial(_held, part)
+        _SEEN[slot] = (ref, values)
     return values
+
+
+def _held(part: object) -> object:
+    return part
 
 
 def fleet_fingerprint(facts: Facts) -> dict[str, Optional[str]]:
