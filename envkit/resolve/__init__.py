@@ -317,14 +317,16 @@ def _rank(candidates: list[_Candidate]) -> _Candidate:
 # The answer depends on the knowledge, the target and the request alone, and the same questions
 # come again and again: doctor's checks ask twice per report, and a fleet of reports from another
 # envkit version has its checks run again on every node, nodes that share driver, GPUs and
-# platform. Bounded; the knowledge object is held so that its id is not reused.
-_ANSWERS: dict[tuple[int, Target, Request], tuple[Knowledge, Union[Plan, NoBuildError]]] = {}
+# platform. Bounded; the knowledge object is held so that its id is not reused. The reprs are in
+# the key because equal is not the same text: Version("550.54") == Version("550.54.0") and
+# SpecifierSet("==1.0") == SpecifierSet("==1.0.0"), while the plan and the error quote their text.
+_ANSWERS: dict[tuple[int, Target, Request, str, str], tuple[Knowledge, Union[Plan, NoBuildError]]] = {}
 _ANSWERS_MAX: Final = 512
 
 
 def resolve(k: Knowledge, target: Target, request: Request) -> Plan:
     """Pick the torch build for ``target``; NoBuildError says why none fits and what would."""
-    key = (id(k), target, request)
+    key = (id(k), target, request, repr(target), repr(request))
     try:
         found = _ANSWERS.get(key)
     except TypeError:  # a request whose local source cannot be hashed: not remembered

@@ -51,3 +51,30 @@ def test_no_build_is_raised_afresh_each_time() -> None:
     assert all(
         entry[1].__traceback__ is None for entry in _ANSWERS.values() if isinstance(entry[1], Exception)
     )
+
+
+def test_equal_versions_written_otherwise_get_their_own_text() -> None:
+    # packaging's Version("550.54") == Version("550.54.0") (and SpecifierSet("==1.0") equals
+    # "==1.0.0"), but a plan and an error quote the target's and the request's own text.
+    from packaging.specifiers import SpecifierSet
+
+    from envkit.resolve import _resolve
+    from envkit.versions import Version
+
+    k = load_knowledge()
+    for first, second in (
+        (Target("linux-x86_64", NvVersion("550.54")), Target("linux-x86_64", NvVersion("550.54.0"))),
+        (
+            Target("linux-x86_64", NvVersion("580.95.05"), python=Version("3.12")),
+            Target("linux-x86_64", NvVersion("580.95.05"), python=Version("3.12.0")),
+        ),
+    ):
+        assert first == second
+        resolve(k, first, Request())
+        assert resolve(k, second, Request()) == _resolve(k, second, Request())
+        assert repr(resolve(k, second, Request())) == repr(_resolve(k, second, Request()))
+    target = Target("linux-x86_64", NvVersion("580.95.05"))
+    for spec in ("==1.0", "==1.0.0"):
+        with pytest.raises(NoBuildError) as caught:
+            resolve(k, target, Request(torch=SpecifierSet(spec)))
+        assert f"--torch {spec} " in str(caught.value)
