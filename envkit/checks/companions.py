@@ -47,8 +47,14 @@ _SOURCE: Final = {
 }
 
 
-@functools.lru_cache(maxsize=1024)  # the table's few hundred versions, asked for per check run
 def _base(version: Version) -> Version:
+    # The release's length is in the key: Version("2.5.1") == Version("2.5.1.0"), but their base
+    # versions are written otherwise, and the findings quote them.
+    return _base_of(version, len(version.release))
+
+
+@functools.lru_cache(maxsize=1024)  # the table's few hundred versions, asked for per check run
+def _base_of(version: Version, _parts: int) -> Version:
     return Version(version.base_version)
 
 

@@ -176,3 +176,11 @@ def test_a_companion_the_table_knows_is_judged_by_the_table_and_its_pin() -> Non
     # The table's pair, but the wheel pins another patch: its pin decides.
     pinned = dist("torchvision", "0.20.1", "torch==2.5.0")
     assert check_torch_companions(facts("2.5.1", pinned)).status is Status.FAIL
+
+
+def test_a_torch_version_written_with_more_parts_is_quoted_as_written() -> None:
+    # Version("2.5.1") == Version("2.5.1.0"): the findings of one must not quote the other's text.
+    first = check_torch_companions(facts("2.5.1", dist("torchvision", "0.20.1")))
+    second = check_torch_companions(facts("2.5.1.0", dist("torchvision", "0.20.1")))
+    assert "is torch 2.5.1's" in first.detail
+    assert "is torch 2.5.1.0's" in second.detail
