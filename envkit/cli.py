@@ -14,6 +14,7 @@ import gc
 import os
 import platform
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
@@ -1027,13 +1028,27 @@ def lock(
     return 0
 
 
-def _left(timeout: float) -> float:
-    """What is left of a command's --timeout ("seconds the whole run may take"): the interpreter's
-    start and the imports before the command ran count too (envkit._proc.process_age). At least
-    a tenth of a second, so that a run whose start took it all still answers, with time-outs."""
+# When this process started, on time.monotonic()'s clock: set by main() (a process started to run
+# envkit); None where envkit's commands run inside another program (typer's CliRunner, an
+# embedding), whose age is none of the command's budget.
+_PROCESS_START: Optional[float] = None
+
+
+def _count_from_process_start() -> None:
+    global _PROCESS_START  # set once, by main()
     from envkit._proc import process_age
 
-    return max(timeout - process_age(), 0.1)
+    _PROCESS_START = time.monotonic() - process_age()
+
+
+def _left(timeout: float) -> float:
+    """What is left of a command's --timeout ("seconds the whole run may take"): the interpreter's
+    start and the imports before the command ran count too (envkit._proc.process_age), where this
+    process was started to run envkit (main()). At least a tenth of a second, so that a run whose
+    start took it all still answers, with time-outs."""
+    if _PROCESS_START is None:
+        return timeout
+    return max(timeout - (time.monotonic() - _PROCESS_START), 0.1)
 
 
 def _unanswered(seconds: float) -> Callable[[], None]:
@@ -1063,6 +1078,7 @@ def main() -> None:
     """Console-script entry point."""
     from envkit._signals import sigterm_interrupts
 
+    _count_from_process_start()
     sigterm_interrupts()  # SIGTERM (Slurm, systemd, timeout) ends envkit as Ctrl-C does: exit 130
     _printable_anywhere()
     # What the imports made (modules, classes, typer's app) lives as long as the process: out of
