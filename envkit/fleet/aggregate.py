@@ -226,6 +226,8 @@ class Fleet:
                 )
             return found
 
+        # Nodes with the same verdicts share one "checks" dict: the entries are for writing out
+        # (print_json), not for editing one node's.
         def entries() -> Iterator[dict[str, Any]]:
             for n in self.nodes:
                 code, checks = verdict(n)
@@ -433,7 +435,7 @@ def _named(entry: Node, name: str, keys: Sequence[str]) -> Node:
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused (and run once after): while thousands of reports
+    """Python's cyclic garbage collector paused, then enabled again: while thousands of reports
     are decoded and their nodes kept, its passes walk the growing set of kept objects again and
     again, about a tenth of the time of ``envkit fleet`` at 10,000 reports. Decoded JSON and the
     records make no reference cycles; what they free, reference counting frees at once."""
@@ -464,13 +466,17 @@ def report_paths(args: Sequence[str]) -> list[str]:
     return paths
 
 
+# Path.glob("*.json") matched names as the platform does: without case on Windows.
+_SUFFIX: Final = str.lower if os.name == "nt" else str
+
+
 def _json_files(folder: Path, arg: str) -> Iterator[str]:
     # os.scandir, not Path.glob: the kind of each entry comes with the listing (no stat per file,
     # 10,000 of them in a fleet's folder). Hidden files count, as Path.glob("*.json") has them.
     try:
         with os.scandir(folder) as entries:
             for entry in entries:
-                if entry.name.endswith(".json") and entry.is_file():
+                if _SUFFIX(entry.name).endswith(".json") and entry.is_file():
                     yield os.path.join(str(folder), entry.name)
     except OSError as exc:
         raise InputError(f"{arg}: cannot list this folder ({exc.strerror or exc})", hint=_HINT) from None
