@@ -408,8 +408,17 @@ def _build(entries: Sequence[tuple[str, Node]]) -> Fleet:
     ]
     rank = {n.name: i for i, n in enumerate(nodes)}
     deviations.sort(key=lambda d: (d.severity is not Status.FAIL, order(d.key), rank[d.node]))
-    check_ids = tuple(dict.fromkeys(c.id for n in nodes for c in n.checks))
-    failures = tuple(Failure(n.name, c) for n in nodes for c in n.checks if c.status is Status.FAIL)
+    # Nodes with equal verdicts share one checks tuple (_Summaries): each is looked at once.
+    distinct = list({id(n.checks): n.checks for n in nodes}.values())
+    check_ids = tuple(dict.fromkeys(c.id for checks in distinct for c in checks))
+    failing = {id(t) for t in distinct if any(c.status is Status.FAIL for c in t)}
+    failures = tuple(
+        Failure(n.name, c)
+        for n in nodes
+        if id(n.checks) in failing
+        for c in n.checks
+        if c.status is Status.FAIL
+    )
     for m in majorities:
         if m.tie:
             split = ", ".join(f"{show(m.key, v)} on {c}" for v, c in m.values)

@@ -422,9 +422,7 @@ def fleet_fingerprint(facts: Facts) -> dict[str, Optional[str]]:
     parts = {section: _section_values(facts, section) for section in _BY_SECTION}
     # In _FLEET's order, which is the order of the fleet's own keys (aggregate._named keeps it).
     values = {key: parts[section][key] if section else get(facts) for key, get, section in _PLAN}
-    for name, value in facts.host.env.items():
-        if name.startswith(FLEET_ENV):
-            values[f"env.{name}"] = value
+    values.update({f"env.{n}": v for n, v in facts.host.env.items() if n.startswith(FLEET_ENV)})
     return values
 
 
