@@ -103,10 +103,10 @@ def _short_entry(key: object, value: str) -> str:
     return MASK if value and _secret_variable(key) else _redact_short(value)
 
 
-def _entry(key: object, value: Any) -> Any:
+def _entry(key: object, value: Any, seen: dict[int, Any]) -> Any:
     if isinstance(value, str):
         return MASK if value and _secret_variable(key) else redact(value)
-    return value if type(value) in _PLAIN else redact_data(value)
+    return value if type(value) in _PLAIN else _redact(value, seen)
 
 
 def redact_data(data: Any) -> Any:
@@ -114,15 +114,28 @@ def redact_data(data: Any) -> Any:
     key that is a secret-like environment variable (``"HF_TOKEN": "…"``, as a report's ``env`` from
     an older envkit may hold) replaced by ``***``. envkit's own fields are lower-case and kept as
     they are (``"key": "driver.version"`` is no secret)."""
+    return _redact(data, {})
+
+
+def _redact(data: Any, seen: dict[int, Any]) -> Any:
+    # ``seen``: the containers this call redacted already, by identity (a fleet's nodes alike
+    # share their facts and checks dicts: each is redacted once). Nothing changes the data while
+    # the call runs and every container in it lives until it returns, so no id is reused.
     if isinstance(data, str):
         return _redact_short(data) if len(data) <= _SHORT else redact(data)
+    if not isinstance(data, (dict, list, tuple)):
+        return data
+    done = seen.get(id(data))
+    if done is not None:
+        return done
     if isinstance(data, dict):
-        return {
+        done = {
             key: _short_entry(key, value)
             if type(value) is str and len(value) <= _SHORT
-            else _entry(key, value)
+            else _entry(key, value, seen)
             for key, value in data.items()
         }
-    if isinstance(data, (list, tuple)):
-        return [v if type(v) in _PLAIN else redact_data(v) for v in data]
-    return data
+    else:
+        done = [v if type(v) in _PLAIN else _redact(v, seen) for v in data]
+    seen[id(data)] = done
+    return done

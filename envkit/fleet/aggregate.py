@@ -317,6 +317,7 @@ class _Summaries:
 
     def __init__(self) -> None:
         self._texts: dict[Optional[str], Optional[str]] = {}
+        self._facts: dict[tuple[tuple[str, Optional[str]], ...], dict[str, Optional[str]]] = {}
         self._results: dict[tuple[str, Status, str, str], CheckResult] = {}
         # The reports' own results are often the same objects (envkit.report.share_sections): by
         # identity first, holding each so that its id is not reused.
@@ -351,6 +352,7 @@ class _Summaries:
         texts = self._texts
         # The keys need no interning: _build gives every node the fleet's own key objects.
         facts = {k: texts.setdefault(v, v) for k, v in fleet_fingerprint(report.facts).items()}
+        facts = self._facts.setdefault(tuple(facts.items()), facts)  # nodes alike share one dict
         node = Node(
             name="",
             host=self._text(report.host),
@@ -397,7 +399,8 @@ def _build(entries: Sequence[tuple[str, Node]]) -> Fleet:
         named[name] = (path, entry)
     keys = _fleet_keys(entry.facts for _, entry in named.values())
     names = sorted(named, key=natural_key)
-    nodes = tuple(_named(named[n][1], n, keys) for n in names)
+    alike: dict[Any, dict[str, Optional[str]]] = {}  # a node's values -> the dict nodes alike share
+    nodes = tuple(_named(named[n][1], n, keys, alike) for n in names)
     majorities = tuple(_majority(k, [n.facts[k] for n in nodes]) for k in keys)
     deviations = [
         Deviation(n.name, m.key, m.value, n.facts[m.key], _severity(m.key))
@@ -426,11 +429,19 @@ def _build(entries: Sequence[tuple[str, Node]]) -> Fleet:
     return Fleet(nodes, check_ids, majorities, tuple(deviations), failures, tuple(notes))
 
 
-def _named(entry: Node, name: str, keys: Sequence[str]) -> Node:
-    """``entry`` under its name, with every fleet key (None where its report has none)."""
+def _named(
+    entry: Node,
+    name: str,
+    keys: Sequence[str],
+    alike: dict[tuple[Optional[str], ...], dict[str, Optional[str]]],
+) -> Node:
+    """``entry`` under its name, with every fleet key (None where its report has none). Nodes with
+    the same values share one facts dict (``alike``): read-only, like the rest of a Node; 9,900
+    healthy nodes of 10,000 are then one dict, and writing them out redacts it once."""
     facts = entry.facts
     if len(facts) != len(keys) or any(a != b for a, b in zip(facts, keys)):
         facts = {k: facts.get(k) for k in keys}  # else it has them all, in the fleet's order
+    facts = alike.setdefault(tuple(facts.values()), facts)
     return Node(  # not dataclasses.replace, which walks the fields again for every node
         name=name,
         host=entry.host,

@@ -49,11 +49,16 @@ def _msgspec_writes_it_alike(data: Any) -> bool:
     floats that Python's repr writes without an exponent (msgspec writes 1e16 where repr writes
     1e+16, and null for nan / inf where json writes NaN / Infinity)."""
     stack = [data]
+    seen: set[int] = set()  # containers met again (a fleet's nodes alike share theirs): once
     while stack:
         item = stack.pop()
         kind = type(item)
         if kind is str or kind is bool or item is None:
             continue
+        if kind is dict or kind is list:
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
         if kind is dict:
             if not all(type(k) is str for k in item):
                 return False

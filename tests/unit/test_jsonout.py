@@ -86,3 +86,14 @@ def test_a_streamed_list_reads_the_same_across_batches(
     print_json({"schema": "s/1", "nodes": rows(), "tail": []})
     reference = {"schema": "s/1", "nodes": list(rows()), "tail": []}
     assert capsysbinary.readouterr().out.decode() == _reference(reference) + "\n"
+
+
+def test_containers_met_twice_are_redacted_and_judged_alike() -> None:
+    # A fleet's nodes alike share one dict: redaction and msgspec's check see it once, and the
+    # text is still json's, a secret still masked, and a value msgspec writes otherwise still found.
+    shared = {"url": "https://u:t0ken@h/", "HF_TOKEN": "abc", "n": [1, None]}
+    odd = {"x": 1e16}
+    data = {"nodes": [{"facts": shared}, {"facts": shared}, {"f": odd}, {"f": odd}], "again": shared}
+    text = dumps(data)
+    assert text == _reference(data) and "t0ken" not in text and '"HF_TOKEN": "***"' in text
+    assert '"x": 1e+16' in text  # json's spelling: the batch went to json
