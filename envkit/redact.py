@@ -104,16 +104,21 @@ def _short_entry(key: object, value: str) -> str:
 
 
 def _entry(key: object, value: Any, seen: dict[int, Any]) -> Any:
+    # Whatever a secret-like variable holds is masked: a token written as a list, an object or a
+    # number is no less a secret (None and empty values hide nothing). The container itself is not
+    # walked, so its redaction (memoized in ``seen``) never depends on the key it sits under.
+    if value and _secret_variable(key):
+        return MASK
     if isinstance(value, str):
-        return MASK if value and _secret_variable(key) else redact(value)
+        return redact(value)
     return value if type(value) in _PLAIN else _redact(value, seen)
 
 
 def redact_data(data: Any) -> Any:
-    """A JSON-like value with :func:`redact` applied to every string, and the string value of every
-    key that is a secret-like environment variable (``"HF_TOKEN": "…"``, as a report's ``env`` from
-    an older envkit may hold) replaced by ``***``. envkit's own fields are lower-case and kept as
-    they are (``"key": "driver.version"`` is no secret)."""
+    """A JSON-like value with :func:`redact` applied to every string, and the value of every key
+    that is a secret-like environment variable (``"HF_TOKEN": "…"``, as a report's ``env`` from an
+    older envkit may hold; a number, a list or an object alike) replaced by ``***``. envkit's own
+    fields are lower-case and kept as they are (``"key": "driver.version"`` is no secret)."""
     return _redact(data, {})
 
 

@@ -97,3 +97,28 @@ def test_containers_met_twice_are_redacted_and_judged_alike() -> None:
     text = dumps(data)
     assert text == _reference(data) and "t0ken" not in text and '"HF_TOKEN": "***"' in text
     assert '"x": 1e+16' in text  # json's spelling: the batch went to json
+
+
+# Keys where secrets and URLs hide, beside random ones: a shared part may sit under any of them.
+_KEYS = st.sampled_from(["HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "x", "facts", "url"]) | st.text(max_size=8)
+_SECRETISH = _LEAVES | st.sampled_from(["https://u:t0ken@h/s", "TOKEN=abc", "Bearer abc.def", ""])
+_PARTS = st.recursive(
+    _SECRETISH,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_KEYS, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@examples(200, 2000)
+def test_shared_parts_read_as_their_copies_do(max_examples: int) -> None:
+    # The same list or dict object met several times in one document (a fleet's nodes alike share
+    # their facts and checks), under secret-like keys and ordinary ones: redaction and msgspec's
+    # check see it once, and the text is still what json writes of a copy that shares nothing,
+    # redacted afresh: a memo by identity neither skips a key's rule nor a value's.
+    def body(parts: list[Any], layout: list[tuple[str, int]]) -> None:
+        data = {"nodes": [{key: parts[i % len(parts)]} for key, i in layout], "parts": parts}
+        copy = json.loads(json.dumps(data))  # the same values, nothing shared
+        assert dumps(data) == dumps(copy) == _reference(copy)
+
+    layout = st.lists(st.tuples(_KEYS, st.integers(0, 7)), max_size=8)
+    check_property(max_examples, body, st.lists(_PARTS, min_size=1, max_size=4), layout)

@@ -101,6 +101,19 @@ def test_json_values_and_secret_keys() -> None:
     assert SECRET not in dumps(data)  # what every --json prints
 
 
+def test_a_secret_variable_holding_a_list_a_dict_or_a_number_is_masked_too() -> None:
+    # README: "in JSON, the value of a key that is a secret-looking variable name" is ***, whatever
+    # the value is: a token written as a list, an object or a number is no less a secret. The same
+    # container under a secret key and under an ordinary one: masked under the first only.
+    shared = [SECRET]
+    data = {"HF_TOKEN": shared, "x": shared, "AWS_SECRET_ACCESS_KEY": {"v": SECRET}, "DB_PASSWORD": 123456}
+    out = redact_data(data)
+    assert out == {"HF_TOKEN": MASK, "x": [SECRET], "AWS_SECRET_ACCESS_KEY": MASK, "DB_PASSWORD": MASK}
+    # Nothing to hide stays as it is (None, empty), and ordinary keys keep their numbers.
+    assert redact_data({"HF_TOKEN": None, "API_KEY": [], "n": 3}) == {"HF_TOKEN": None, "API_KEY": [], "n": 3}
+    assert SECRET not in dumps({"env": {"HF_TOKEN": [SECRET]}})
+
+
 def test_error_messages_and_hints_are_redacted() -> None:
     exc = InputError(
         f"--mirror https://alice:{SECRET}@h/simple: refused", hint=f"try https://alice:{SECRET}@h2"
