@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError, NoBuildError
+from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, EnvkitError, InputError, NoBuildError
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -145,19 +145,33 @@ def _container_plan(system: System, flags: PlanFlags, template: Template, *, pyt
     k = load_knowledge()
     request = make_request(flags)
     target = make_target(system, flags)
-    if flags.platform is None and not target.platform.startswith("linux-"):
+    if not target.platform.startswith("linux-"):
+        if flags.platform is not None:  # a Windows plan's wheels in a Linux image answer nothing asked
+            raise InputError(
+                f"--platform {flags.platform}: --format docker/apptainer builds a Linux image",
+                hint="leave --platform out, or pass linux-x86_64 or linux-aarch64",
+            )
         target = dataclasses.replace(
             target, platform="linux-x86_64", assumed=(*target.assumed, "linux-x86_64: the image's platform")
         )
-    plan = resolve(k, target, request)
     want = ImageKind(template.base) if template.base else ImageKind.CUDA_RUNTIME
-    if python_given or want is not ImageKind.CUDA_RUNTIME or plan.cuda is None:
-        return plan  # an NGC / pytorch image brings its own Python; a CPU plan gets no image
+    missing: EnvkitError
     try:
-        choose_image(plan, k, want=want)
-        return plan  # an image has this Python
-    except InputError as error:
-        missing = error
+        plan = resolve(k, target, request)
+    except NoBuildError as error:
+        # The template's (or this machine's) Python may have no build at all (3.7 for torch 2):
+        # an image's Python may still have one, as when it merely has no image.
+        if python_given or want is not ImageKind.CUDA_RUNTIME:
+            raise
+        missing, plan = error, None
+    if plan is not None:
+        if python_given or want is not ImageKind.CUDA_RUNTIME or plan.cuda is None:
+            return plan  # an NGC / pytorch image brings its own Python; a CPU plan gets no image
+        try:
+            choose_image(plan, k, want=want)
+            return plan  # an image has this Python
+        except InputError as error:
+            missing = error
     # Else the Python of an image that fits, the one that gets the newest torch (a torch release
     # may have left a Python behind), then the newest CUDA patch.
     options = []
@@ -171,7 +185,7 @@ def _container_plan(system: System, flags: PlanFlags, template: Template, *, pyt
     if not options:
         raise missing
     *_, moved, image = max(options, key=lambda o: o[:3])
-    wanted = f"the template's Python {template.python}" if template.python else f"Python {plan.python}"
+    wanted = f"the template's Python {template.python}" if template.python else f"Python {target.python}"
     why = (
         f"{wanted} is no base image's python3: planned for Python {image.python}, the python3 of "
         f"{image.ref} (pass --python to insist, with a --cuda whose image has it)"

@@ -53,3 +53,52 @@ def test_a_python_the_user_gave_must_be_met(tmp_path: Path) -> None:
     code, err, docker = _spec(tmp_path / "py310", "--python", "3.10")
     assert code == 0, err
     assert "FROM nvidia/cuda:13.0.2-runtime-ubuntu22.04\n" in docker and "no base image's python3" not in err
+
+
+def test_a_platform_the_user_gave_must_be_linux(tmp_path: Path) -> None:
+    # An image is Linux: a Windows plan's requirements in a Linux image (or macOS's "no CUDA build",
+    # exit 3) would answer another question than the one asked.
+    target = [a for a in TARGET if a not in ("--platform", "linux-x86_64")]
+    for platform in ("windows-x86_64", "macos-arm64"):
+        for fmt in ("docker", "apptainer"):
+            out = tmp_path / f"{platform}-{fmt}"
+            result = runner.invoke(
+                cli.app, ["spec", "pt2", "--format", fmt, *target, "--platform", platform, "-o", str(out)]
+            )
+            assert result.exit_code == 2, result.stderr
+            assert f"--platform {platform}" in result.stderr and "Linux" in result.stderr
+            assert not out.exists()
+    result = runner.invoke(
+        cli.app,
+        [
+            "spec",
+            "pt2",
+            "--format",
+            "docker",
+            *target,
+            "--platform",
+            "linux-aarch64",
+            "-o",
+            str(tmp_path / "arm"),
+        ],
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "planned for linux-aarch64" in (tmp_path / "arm" / "Dockerfile").read_text()
+
+
+def test_a_templates_python_without_any_torch_build_gives_way_too(tmp_path: Path) -> None:
+    # Python 3.7 has no torch 2 build at all: the plan is still the image's Python's, not exit 3.
+    template = tmp_path / "old.toml"
+    template.write_text('name = "old"\ndescription = "d"\npython = "3.7"\ntorch = ">=2.0"\n')
+    result = runner.invoke(
+        cli.app, ["spec", str(template), "--format", "docker", *TARGET, "-o", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "the template's Python 3.7 is no base image's python3: planned for Python 3.12" in result.stderr
+    assert "FROM nvidia/cuda:13.0.1-runtime-ubuntu24.04\n" in (tmp_path / "o" / "Dockerfile").read_text()
+    # A --python the user gave with no build is still no build (exit 3), as for every format.
+    result = runner.invoke(
+        cli.app,
+        ["spec", str(template), "--format", "docker", *TARGET, "--python", "3.7", "-o", str(tmp_path / "p")],
+    )
+    assert result.exit_code == 3
