@@ -123,10 +123,30 @@ def configured_wheelhouse(system: System) -> Optional[str]:
                 values[section] = value.strip()
     for section in _FIND_LINKS_ORDER:
         for entry in values.get(section, "").split():
-            folder = entry.removeprefix("file://")
-            if "://" not in folder and os.path.isdir(folder):
+            folder = _local_folder(entry)
+            if folder is not None:
                 return folder
     return None
+
+
+def _local_folder(entry: str) -> Optional[str]:
+    """A find-links entry as pip reads it, where it is a folder here: a path, its leading ``~``
+    expanded (pip 23.2.1 src/pip/_internal/models/search_scope.py, SearchScope.create), or a
+    file: URL without a host or with localhost, %-escapes decoded (src/pip/_internal/utils/urls.py,
+    url_to_path); None for any other URL."""
+    if entry.startswith("file:"):
+        import urllib.parse
+        import urllib.request
+
+        parts = urllib.parse.urlsplit(entry)
+        if parts.netloc not in ("", "localhost"):
+            return None  # another machine's share
+        entry = urllib.request.url2pathname(parts.path)  # Windows: /C:/wheels -> C:\wheels
+    elif "://" in entry:
+        return None
+    elif entry.startswith("~"):
+        entry = os.path.expanduser(entry)
+    return entry if os.path.isdir(entry) else None
 
 
 # Which `pip config list` section wins for `pip install`: the variable, then [install], then [global].

@@ -39,3 +39,21 @@ def test_nothing_configured_is_none_and_offline_still_asks_for_a_wheelhouse(tmp_
     with pytest.raises(InputError, match="--offline needs --wheelhouse DIR") as err:
         check_request(system, CreateRequest(name="pt2", offline=True))
     assert "pip config list" in (err.value.hint or "")
+
+
+def test_a_folder_written_as_pip_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pip expands a leading ~ (pip/_internal/models/search_scope.py, SearchScope.create) and reads
+    # file: URLs as paths (pip/_internal/utils/urls.py, url_to_path: localhost, %-escapes).
+    home = tmp_path / "home"
+    (home / "wheels").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    found = configured_wheelhouse(_system(tmp_path, "[global]\nfind-links = ~/wheels\n", HOME=str(home)))
+    assert found == str(home / "wheels")
+    spaced = tmp_path / "my wheels"
+    spaced.mkdir()
+    quoted = str(spaced).replace(" ", "%20")
+    url = f"file://localhost{quoted}"
+    assert configured_wheelhouse(_system(tmp_path, f"[global]\nfind-links = {url}\n")) == str(spaced)
+    # Another host's file: URL is no local folder.
+    elsewhere = f"[global]\nfind-links = file://files.example{quoted}\n"
+    assert configured_wheelhouse(_system(tmp_path, elsewhere)) is None
