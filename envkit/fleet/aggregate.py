@@ -75,7 +75,8 @@ _HINT: Final = "save one on each node with `envkit doctor --json > $(hostname).j
 @dataclass(frozen=True)
 class Node:
     """One node: what the fleet views show of its report, and its fleet key facts (key -> value,
-    None where not found)."""
+    None where not found). Nodes with the same values share one ``facts`` dict (and one ``checks``
+    tuple): read it, do not edit it, or every node alike changes too; ``dict(node.facts)`` is one's own."""
 
     name: str
     host: Optional[str]
