@@ -760,8 +760,8 @@ def spec(
         typer.Option(
             "--format",
             metavar="FORMAT",
-            help="conda, pip, uv or conda-lock (default: --channel's, else the template's channel: "
-            "conda for a conda template, else pip).",
+            help="conda, pip, uv, conda-lock, docker or apptainer (default: --channel's, else the "
+            "template's channel: conda for a conda template, else pip).",
         ),
     ] = None,
     out: Annotated[

@@ -10,13 +10,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from packaging.specifiers import SpecifierSet
+
 from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, EnvkitError, InputError, NoBuildError
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from envkit.resolve.plan import Plan, PlanFlags
+    from envkit.knowledge import Knowledge
+    from envkit.resolve.plan import Plan, PlanFlags, Request
+    from envkit.resolve.target import Target
     from envkit.specs.template import Template
     from envkit.system import System
 
@@ -115,7 +119,13 @@ def render(
             )
     plan_flags = spec_flags(template, flags, chosen, pip_in_conda=pip_in_conda)
     if chosen in CONTAINER_FORMATS:
-        plan = _container_plan(system, plan_flags, template, python_given=flags.python is not None)
+        plan = _container_plan(
+            system,
+            plan_flags,
+            template,
+            python_given=flags.python is not None,
+            torch_given=flags.torch is not None or flags.cuda != "auto",
+        )
     else:
         plan = make_plan(system, plan_flags)
     chosen_mirrors = spec_mirrors(mirrors, plan.variant) if mirrors else None
@@ -130,7 +140,9 @@ def render(
     return SpecFiles(files, written=written, warnings=made.warnings, fmt=chosen)
 
 
-def _container_plan(system: System, flags: PlanFlags, template: Template, *, python_given: bool) -> Plan:
+def _container_plan(
+    system: System, flags: PlanFlags, template: Template, *, python_given: bool, torch_given: bool
+) -> Plan:
     """The plan for an image, not for the machine envkit runs on: a Linux platform (this one's
     when it is Linux, else linux-x86_64), and the Python of the base image's OS (its python3 is what
     the image's venv is made of). A --python the user gave must match an image; the template's
@@ -164,6 +176,8 @@ def _container_plan(system: System, flags: PlanFlags, template: Template, *, pyt
         if python_given or want is not ImageKind.CUDA_RUNTIME:
             raise
         missing, plan = error, None
+    if plan is not None and want is ImageKind.PYTORCH and not torch_given and plan.cuda is not None:
+        return _pytorch_image_plan(k, target, request, plan, template)
     if plan is not None:
         if python_given or want is not ImageKind.CUDA_RUNTIME or plan.cuda is None:
             return plan  # an NGC / pytorch image brings its own Python; a CPU plan gets no image
@@ -191,6 +205,53 @@ def _container_plan(system: System, flags: PlanFlags, template: Template, *, pyt
         f"{image.ref} (pass --python to insist, with a --cuda whose image has it)"
     )
     return dataclasses.replace(moved, warnings=(*moved.warnings, why))
+
+
+def _pytorch_image_plan(
+    k: Knowledge, target: Target, request: Request, plan: Plan, template: Template
+) -> Plan:
+    """A pytorch/pytorch image brings its torch: when none has the plan's (the newest torch for the
+    target is often newer than the newest image envkit knows), the plan is for the newest image's
+    torch and CUDA that the driver runs and the template admits, with a warning; --torch or
+    --cuda insists instead."""
+    from envkit.knowledge.containers import ImageKind
+    from envkit.resolve import parse_cuda_request, resolve
+    from envkit.specs.container import choose_image, image_floor
+
+    try:
+        choose_image(plan, k, want=ImageKind.PYTORCH)
+        return plan
+    except InputError as error:
+        missing = error
+    driver = target.checked_driver
+    images = sorted(
+        (
+            i
+            for i in k.images
+            if i.kind is ImageKind.PYTORCH
+            and i.torch is not None
+            and (template.torch is None or template.torch.contains(i.torch, prereleases=True))
+            and (driver is None or image_floor(k, i, driver).runs)
+        ),
+        key=lambda i: (i.torch, i.cuda, i.ref),
+        reverse=True,
+    )
+    for image in images:
+        wanted = dataclasses.replace(
+            request, torch=SpecifierSet(f"=={image.torch}"), cuda=parse_cuda_request(str(image.cuda))
+        )
+        try:
+            moved = resolve(k, target, wanted)
+            choose_image(moved, k, want=ImageKind.PYTORCH)
+        except (InputError, NoBuildError):
+            continue
+        why = (
+            f"no pytorch/pytorch image envkit knows has torch {plan.torch} ({plan.variant}): planned "
+            f"for torch {moved.torch} ({moved.variant}), the torch of {image.ref} (pass --torch or --cuda "
+            "to insist)"
+        )
+        return dataclasses.replace(moved, warnings=(*moved.warnings, why))
+    raise missing
 
 
 def check(system: System, path: str, flags: PlanFlags, *, strict: bool = False) -> SpecCheck:

@@ -88,7 +88,7 @@ def check_request(system: System, request: CreateRequest) -> None:
     if request.offline and not request.wheelhouse:
         raise InputError(
             "--offline needs --wheelhouse DIR: the wheels have to come from somewhere",
-            hint="pip's configuration names no find-links folder either (pip config list)",
+            hint="nor does pip's configuration name a find-links folder envkit could find (pip config list)",
         )
     if request.wheelhouse and not Path(request.wheelhouse).is_dir():
         raise InputError(f"--wheelhouse {request.wheelhouse}: not a folder")

@@ -44,6 +44,12 @@ __all__ = [
 
 CONTAINER_FORMATS: Final = ("docker", "apptainer")
 _LISTED: Final = 6  # rows named when none fits
+# The flags that pick what a kind of image is matched on: the OS's Python, or the image's own torch.
+_MATCHED_BY: Final = {
+    ImageKind.CUDA_RUNTIME: "--python or --cuda",
+    ImageKind.PYTORCH: "--torch and --cuda",
+    ImageKind.NGC: "--cuda",
+}
 VENV: Final = "/opt/venv"
 
 
@@ -93,11 +99,9 @@ def choose_image(
     *,
     want: ImageKind = ImageKind.CUDA_RUNTIME,
     images: Optional[Sequence[BaseImage]] = None,
-    any_python: bool = False,
 ) -> BaseImage:
     """The base image for ``plan`` (see the module's doc); InputError listing what there is when
-    no row fits, never a made-up tag. ``any_python``: whatever its OS's Python (the caller then
-    plans for that Python: envkit.commands.spec)."""
+    no row fits, never a made-up tag."""
     rows = list(load_images() if images is None else images)
     if plan.cuda is None:
         raise InputError(
@@ -128,7 +132,7 @@ def choose_image(
             if i.kind is ImageKind.CUDA_RUNTIME
             and i.cuda.major == plan.cuda.major
             and _mm(i.cuda) <= _mm(plan.cuda)
-            and (any_python or _same_python(i, plan.python))
+            and _same_python(i, plan.python)
             and runs(i)
         ]
     if not fits:
@@ -144,7 +148,7 @@ def choose_image(
         raise InputError(
             f"no {want} base image in envkit's containers.toml fits torch {plan.torch} "
             f"CUDA {plan.cuda}{python}" + (f" and driver {driver}" if driver else ""),
-            hint=f"it has {have or 'none'}; pass --python or --cuda to match one",
+            hint=f"it has {have or 'none'}; pass {_MATCHED_BY[want]} to match one",
         )
     return max(fits, key=_preference)
 

@@ -102,3 +102,29 @@ def test_a_templates_python_without_any_torch_build_gives_way_too(tmp_path: Path
         ["spec", str(template), "--format", "docker", *TARGET, "--python", "3.7", "-o", str(tmp_path / "p")],
     )
     assert result.exit_code == 3
+
+
+def test_a_pytorch_image_template_gets_the_newest_image_the_driver_runs(tmp_path: Path) -> None:
+    # The newest torch for the target (2.14+) is newer than any pytorch/pytorch image in the table:
+    # the plan takes the newest image's torch and CUDA instead, with a warning; --torch insists.
+    template = tmp_path / "img.toml"
+    template.write_text('name = "img"\ndescription = "torch from the image"\nbase = "pytorch"\n')
+    args = [
+        "spec",
+        str(template),
+        "--format",
+        "docker",
+        "--driver",
+        "570.124.06",
+        "--platform",
+        "linux-x86_64",
+    ]
+    result = runner.invoke(cli.app, [*args, "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.stderr
+    assert "no pytorch/pytorch image envkit knows has torch" in result.stderr
+    docker = (tmp_path / "out" / "Dockerfile").read_text()
+    from_line = next(line for line in docker.splitlines() if line.startswith("FROM "))
+    image_torch = from_line.split(":")[1].split("-")[0]
+    assert f"--torch {image_torch} " in docker.splitlines()[2]  # the header pins the image's torch
+    insisted = runner.invoke(cli.app, [*args, "--torch", "2.14.1", "-o", str(tmp_path / "insist")])
+    assert insisted.exit_code == 2 and "no pytorch base image" in insisted.stderr
