@@ -210,7 +210,7 @@ def _parse(tp: type, obj: object) -> object:
     return value
 
 
-# Sections shared by many documents (envkit.report.share_sections: a fleet's nodes carry the same
+# Sections shared by many documents (envkit.report calls share(): a fleet's nodes carry the same
 # torch, Python and CUDA libraries): a value of a shared hint is taken by msgspec as its raw bytes
 # (msgspec.Raw, skipped at C speed) and decoded through _SECTIONS, so equal bytes are decoded and
 # validated once and every document that holds them gets the same frozen record.
