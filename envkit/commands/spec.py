@@ -152,7 +152,7 @@ def _container_plan(
     from envkit.knowledge import load_knowledge
     from envkit.knowledge.containers import ImageKind
     from envkit.resolve import resolve
-    from envkit.specs.container import choose_image
+    from envkit.specs.container import choose_image, image_kind
 
     k = load_knowledge()
     request = make_request(flags)
@@ -166,7 +166,7 @@ def _container_plan(
         target = dataclasses.replace(
             target, platform="linux-x86_64", assumed=(*target.assumed, "linux-x86_64: the image's platform")
         )
-    want = ImageKind(template.base) if template.base else ImageKind.CUDA_RUNTIME
+    want = image_kind(template)
     missing: EnvkitError
     try:
         plan = resolve(k, target, request)

