@@ -320,7 +320,7 @@ class _Summaries:
         self._texts: dict[Optional[str], Optional[str]] = {}
         self._facts: dict[tuple[tuple[str, Optional[str]], ...], dict[str, Optional[str]]] = {}
         self._results: dict[tuple[str, Status, str, str], CheckResult] = {}
-        # The reports' own results are often the same objects (envkit.report.share_sections): by
+        # The reports' own results are often the same objects (envkit.report shares them): by
         # identity first, holding each so that its id is not reused.
         self._seen: dict[int, tuple[CheckResult, CheckResult]] = {}
         self._checks: dict[tuple[int, ...], tuple[CheckResult, ...]] = {}
@@ -342,11 +342,7 @@ class _Summaries:
 
     def _verdicts(self, report: Report) -> tuple[CheckResult, ...]:
         """The node's kept results; nodes with equal ones share one tuple (Fleet._statuses)."""
-        seen = self._seen
-        results = tuple(
-            known[1] if (known := seen.get(id(c))) is not None and known[0] is c else self._result(c)
-            for c in verdicts(report)
-        )
+        results = tuple(self._result(c) for c in verdicts(report))
         return self._checks.setdefault(tuple(map(id, results)), results)
 
     def node(self, path: str, report: Report) -> tuple[str, Node]:
