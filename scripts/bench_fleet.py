@@ -14,7 +14,7 @@ paired ratios (each fleet run over the loop run just before it); 100,000 reports
 (the time and the peak RSS of the child are printed). Then 1,000 reports as another envkit version
 wrote them, whose checks fleet runs again on every node's facts (--older).
 
-    python scripts/bench_fleet.py                 # 10,000 reports, 3 runs each, then 100,000 once
+    python scripts/bench_fleet.py                 # 10,000 reports, 9 runs each, then 100,000 once
     python scripts/bench_fleet.py --nodes 2000 --runs 1 --large 0 --older 0
 """
 
@@ -200,7 +200,9 @@ def compare(folder: Path, runs: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=10_000)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--runs", type=int, default=9, help="pairs (single pairs spread ±30%% on a shared machine)"
+    )
     parser.add_argument("--large", type=int, default=100_000, help="reports for the one large run (0: none)")
     parser.add_argument(
         "--older", type=int, default=1_000, help="reports from another envkit version, one run (0: none)"
