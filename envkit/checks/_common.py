@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
+
+from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -64,3 +67,36 @@ def pip_command(facts: Facts, *, installs: bool = True) -> str:
     if "uv" in python.installers:
         return f"uv pip --python {python.executable}"
     return f"{python.executable} -m pip"
+
+
+def cuda_seen_working(facts: Facts) -> str:
+    """What shows CUDA working on the machine the facts describe ("" when nothing does): torch said
+    ``torch.cuda.is_available()`` is True (the --deep probe, or a paste's "Is CUDA available: True")
+    and printed no CUDA initialization error. Observation outranks a table: installers have shipped
+    drivers below NVIDIA's own published floors, and the machine is right about itself."""
+    deep = facts.torch.deep
+    if deep is None or not deep.ok or deep.cuda_available is not True or facts.torch.cuda_init_error:
+        return ""
+    devices = f" with {plural(deep.device_count, 'device')}" if deep.device_count else ""
+    return f"torch.cuda.is_available() is True{devices}"
+
+
+def outranked_by_evidence(result: CheckResult, facts: Facts) -> CheckResult:
+    """A table's "cannot work" (a failure from a driver floor or a branch rule) where the facts show
+    CUDA working: a warning that names the disagreement, never a failure (DESIGN.md, "What was
+    observed outranks what a table predicts")."""
+    seen = cuda_seen_working(facts)
+    if result.status is not Status.FAIL or not seen:
+        return result
+    return dataclasses.replace(
+        result,
+        status=Status.WARN,
+        summary=f"{result.summary}; yet {seen} here",
+        detail=join_lines(
+            f"envkit's tables say this cannot work, but {seen} on this machine: the tables are right "
+            "about releases in general and the machine about itself (installers have shipped drivers "
+            "below NVIDIA's published floors). Kernels that need the newer driver (PTX JIT, "
+            "torch.compile) may still fail.",
+            result.detail,
+        ),
+    )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final, Optional
 
 from packaging.specifiers import SpecifierSet
 
-from envkit.checks._common import fix_lines, headline, join_lines, pip_command
+from envkit.checks._common import fix_lines, headline, join_lines, outranked_by_evidence, pip_command
 from envkit.errors import NoBuildError
 from envkit.knowledge import Knowledge, Release, load_knowledge
 from envkit.report import CheckResult, Status
@@ -203,7 +203,7 @@ def check_torch_driver_compat(facts: Facts) -> CheckResult:
             )
             if v.minor_version_compatibility:  # CUDA 11.0 GA shipped below the 11.x floor
                 why = f"CUDA {v.cuda} runs on drivers from {v.floor} on (its toolkit's driver, Table 3)"
-        return CheckResult(
+        result = CheckResult(
             cid,
             Status.FAIL,
             f"{label} needs driver ≥ {v.floor}; this is {driver}",
@@ -211,6 +211,7 @@ def check_torch_driver_compat(facts: Facts) -> CheckResult:
             "your system is too old'",
             fix=join_lines(plan_fix(facts, k), f"or upgrade the driver to ≥ {v.floor}"),
         )
+        return outranked_by_evidence(result, facts)
     if v.status is rules.FloorStatus.MINOR_VERSION:
         return CheckResult(
             cid,
@@ -388,6 +389,12 @@ def check_cpu_build_on_gpu(facts: Facts) -> CheckResult:
 
 
 def check_driver_support(facts: Facts) -> CheckResult:
+    # The branch rules and the release tables say what cannot work in general; where CUDA is seen
+    # working here, their failure is a warning naming the disagreement.
+    return outranked_by_evidence(_driver_support(facts), facts)
+
+
+def _driver_support(facts: Facts) -> CheckResult:
     cid = "driver.support"
     driver = facts.driver.version
     if driver is None:

@@ -208,3 +208,39 @@ def test_gpu_lost_does_not_count_as_usable() -> None:
     facts = machine("580.95.05", "NVIDIA H200", (9, 0), "2.13.0+cpu", None)
     lost = dataclasses.replace(facts, gpus=(GpuFacts(index=0, error="GpuIsLost"),))
     assert check_cpu_build_on_gpu(lost).status is Status.SKIP
+
+
+# Evidence outranks tables ------------------------------------------------------------------------
+
+
+def _working(facts: Facts) -> Facts:
+    deep = DeepTorchFacts(ok=True, version=facts.torch.version, cuda_available=True, device_count=1)
+    return dataclasses.replace(facts, torch=dataclasses.replace(facts.torch, deep=deep))
+
+
+def test_a_driver_floor_contradicted_by_a_working_cuda_is_a_warning_naming_it() -> None:
+    facts = _working(machine("570.86.10", "NVIDIA H100 80GB HBM3", (9, 0), "2.13.0+cu130", "13.0"))
+    result = check_torch_driver_compat(facts)
+    assert result.status is Status.WARN
+    assert "needs driver ≥ 580.65.06; this is 570.86.10" in result.summary
+    assert "yet torch.cuda.is_available() is True with 1 device here" in result.summary
+    assert "the tables are right about releases in general" in result.detail
+    # torch's own "too old" message is evidence too: then the failure stands.
+    said = dataclasses.replace(facts.torch, cuda_init_error="driver_too_old")
+    assert check_torch_driver_compat(dataclasses.replace(facts, torch=said)).status is Status.FAIL
+
+
+def test_a_branch_rule_contradicted_by_a_working_cuda_is_a_warning() -> None:
+    facts = machine("535.104.05", "NVIDIA GeForce RTX 5090", (12, 0), "2.7.0+cu128", "12.8")
+    assert check_driver_support(facts).status is Status.FAIL
+    result = check_driver_support(_working(facts))
+    assert result.status is Status.WARN
+    assert result.summary.startswith("GPU 0 (NVIDIA GeForce RTX 5090, sm_120) needs driver R570 or newer")
+    assert result.summary.endswith("yet torch.cuda.is_available() is True with 1 device here")
+
+
+def test_is_available_false_leaves_the_failure() -> None:
+    facts = machine("570.86.10", "NVIDIA H100 80GB HBM3", (9, 0), "2.13.0+cu130", "13.0")
+    deep = DeepTorchFacts(ok=True, cuda_available=False)
+    facts = dataclasses.replace(facts, torch=dataclasses.replace(facts.torch, deep=deep))
+    assert check_torch_driver_compat(facts).status is Status.FAIL
