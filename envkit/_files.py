@@ -14,9 +14,11 @@ import importlib
 import json
 import os
 import re
+import select
 import stat
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Final, Optional
 
@@ -248,12 +250,101 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: str | Path, text: str, *, mode: int = 0o666) -> Path:
+# How long a write to a FIFO waits for a reader to open it, or to take the next piece, when the
+# caller gives no deadline of its own (a run's --timeout): past it the write is refused.
+FIFO_WAIT_S: Final = 10.0
+
+
+def _kind(path: Path) -> Optional[str]:
+    """What is at ``path`` once links are followed: None (nothing), "file", "folder", "fifo",
+    "character device", "block device", "socket" (or "special file")."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link to itself: nothing envkit may follow or replace
+            raise
+        return None  # a dangling link: os.replace puts the file where the link was
+    for test, name in (
+        (stat.S_ISREG, "file"),
+        (stat.S_ISDIR, "folder"),
+        (stat.S_ISFIFO, "fifo"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def _through_proc(path: Path) -> bool:
+    """Whether ``path`` reaches its file through a /proc magic link (``/dev/stdout`` ->
+    ``/proc/self/fd/1``): the file is another process's open file (the shell's ``> out.xml``),
+    written where it stands, never replaced."""
+    current = str(path)
+    for _ in range(40):  # the kernel's own bound on links followed (MAXSYMLINKS)
+        try:
+            link = os.readlink(current)
+        except OSError:
+            return False
+        current = os.path.join(os.path.dirname(current), link)
+        if os.path.normpath(current).startswith("/proc/"):
+            return True
+    return False
+
+
+def _write_in_place(path: Path, data: bytes, deadline: Optional[float]) -> None:
+    """Write ``data`` into what is at ``path`` (a character device, a FIFO, a file reached through
+    /proc) without replacing it: appended, as a shell's ``>>`` would. A FIFO with no reader, or one
+    that stops reading, is waited for until ``deadline`` (time.monotonic()), then refused."""
+    end = deadline if deadline is not None else time.monotonic() + FIFO_WAIT_S
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)
+    while True:
+        try:
+            fd = os.open(path, flags)  # never O_CREAT, never O_TRUNC
+            break
+        except OSError as exc:
+            # ENXIO: a FIFO nobody has opened for reading yet (open(2)); wait for one.
+            if exc.errno != errno.ENXIO or time.monotonic() >= end:
+                if exc.errno == errno.ENXIO:
+                    raise OSError(errno.ENXIO, "no process is reading this FIFO") from None
+                raise
+            time.sleep(0.02)
+    try:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                left = end - time.monotonic()
+                if left <= 0 or not select.select([], [fd], [], left)[1]:
+                    raise OSError(errno.ETIMEDOUT, "the reader stopped reading") from None
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str | Path, text: str, *, mode: int = 0o666, deadline: Optional[float] = None) -> Path:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never half.
 
-    The file gets ``mode`` minus the umask, as ``open()`` would create it (mkstemp alone gives 0600).
+    Only a regular file (or nothing) is replaced that way: a character device (``/dev/null``,
+    a terminal), a FIFO or a file reached through ``/proc`` (``/dev/stdout``) is written in place
+    (the device stays a device: ``--junit /dev/null`` as root must not make /dev/null a file);
+    a block device, a socket or a folder is refused with an OSError. A link to a regular file
+    replaces the file it points to, and the link stays. The file gets ``mode`` minus the umask, as
+    ``open()`` would create it (mkstemp alone gives 0600).
     """
     target = Path(path)
+    kind = _kind(target)
+    if kind in ("character device", "fifo") or (kind == "file" and _through_proc(target)):
+        _write_in_place(target, text.encode("utf-8"), deadline)
+        return target
+    if kind not in (None, "file"):
+        raise OSError(errno.EINVAL, f"is a {kind}; envkit writes files, character devices and FIFOs")
+    if kind == "file" and target.is_symlink():
+        target = Path(os.path.realpath(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
@@ -279,6 +370,14 @@ def check_output(path: str, *, label: str, folder: bool = False) -> Path:
                 raise InputError(f"{label}: not a folder")
         elif target.is_dir():
             raise InputError(f"{label}: is a folder; give a file name")
+        else:
+            kind = _kind(target)
+            if kind in ("character device", "fifo"):  # written in place: it must take writes itself
+                if not os.access(target, os.W_OK):
+                    raise InputError(f"{label}: cannot write to this {kind} (not yours)")
+                return target
+            if kind not in (None, "file"):
+                raise InputError(f"{label}: is a {kind}; envkit writes files, character devices and FIFOs")
         # The nearest existing folder above must be one and writable (os.access: EROFS too).
         parent = target if folder else target.parent
         while not parent.exists() and parent != parent.parent:

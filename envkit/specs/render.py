@@ -215,9 +215,16 @@ def write_specs(files: dict[str, str], out_dir: Union[str, Path], *, force: bool
         if not name or Path(name).name != name or name.startswith("."):
             raise InputError(f"{name!r}: not a plain file name")
     targets = [out / name for name in files]
-    foreign = [p for p in targets if p.exists() and (p.is_dir() or not (force or _ours(p)))]
+    # A folder, FIFO, device or socket under a spec file's name is never replaced (--force or not),
+    # nor opened to see whether envkit wrote it (a FIFO would block that read).
+    special = [p for p in targets if os.path.lexists(p) and not p.is_file()]
+    if special:
+        raise InputError(
+            f"{special[0]} is not a regular file; envkit replaces only files", hint="-o another folder"
+        )
+    foreign = [p for p in targets if p.exists() and not (force or _ours(p))]
     if foreign:
-        what = "is a folder" if foreign[0].is_dir() else "exists and was not written by envkit"
+        what = "exists and was not written by envkit"
         raise InputError(f"{foreign[0]} {what}", hint="pass --force to replace it, or -o another folder")
     temps: list[tuple[str, Path]] = []
     placed: list[tuple[Path, Optional[str]]] = []  # (target, where its old content waits)

@@ -454,3 +454,106 @@ def test_junit_into_a_missing_folder_is_made(tmp_path: Path) -> None:
     result = envkit("preflight", "--expect", str(everything_ignored(tmp_path)), "--junit", str(path))
     assert result.exit_code == 0, result.stderr
     assert path.read_text(encoding="utf-8").startswith("<?xml")
+
+
+# -- output paths that are not regular files: written in place or refused, never replaced --------
+
+
+def char_device(tmp_path: Path, minor: int = 3) -> Path:
+    """A copy of /dev/null (minor 3) or /dev/full (minor 7) in the test's folder: what `--junit
+    /dev/null` meets in a CI container run as root, without touching the machine's own."""
+    import stat
+
+    path = tmp_path / ("null" if minor == 3 else "full")
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, minor))
+    except (PermissionError, OSError) as exc:
+        pytest.skip(f"cannot make a device node here ({exc}); only root in a container can")
+    return path
+
+
+def test_a_character_device_is_written_in_place_not_replaced(tmp_path: Path) -> None:
+    import stat
+
+    null = char_device(tmp_path)
+    result = envkit("preflight", "--expect", str(everything_ignored(tmp_path)), "--junit", str(null))
+    assert result.exit_code == 0, result.stderr
+    assert stat.S_ISCHR(null.lstat().st_mode)  # was replaced by a regular file before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left
+    full = char_device(tmp_path, minor=7)
+    result = envkit("fleet", str(REPORT), "--html", str(full))
+    assert_input_error(result, f"--html {full}", "No space left on device")
+    assert stat.S_ISCHR(full.lstat().st_mode)
+
+
+def test_a_fifo_gets_the_file_and_stays_a_fifo(tmp_path: Path) -> None:
+    import stat
+    import threading
+
+    fifo = tmp_path / "fleet.html"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+
+    def read() -> None:
+        with open(fifo, "rb") as fh:
+            got.append(fh.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    result = envkit("fleet", str(REPORT), "--html", str(fifo))
+    reader.join(timeout=10)
+    if reader.is_alive():  # the FIFO was replaced: nothing ever reaches its reader; unblock it
+        with open(fifo, "wb"):
+            pass
+    assert result.exit_code == 0, result.stderr
+    assert got and got[0].startswith(b"<!DOCTYPE html>"), got
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_a_fifo_nobody_reads_is_refused_in_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import stat
+
+    from envkit import _files
+
+    monkeypatch.setattr(_files, "FIFO_WAIT_S", 0.3)
+    fifo = tmp_path / "fleet.html"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    result = envkit("fleet", str(REPORT), "--html", str(fifo))
+    assert time.monotonic() - start < 10
+    assert_input_error(result, f"--html {fifo}", "no process is reading this FIFO")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_a_socket_or_a_link_loop_is_refused_and_left_alone(tmp_path: Path) -> None:
+    import socket
+    import stat
+
+    path = tmp_path / "s"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        result = envkit("preflight", "--expect", str(everything_ignored(tmp_path)), "--junit", str(path))
+        assert result.exit_code == 2, result.stderr
+        assert f"--junit {path}: is a socket" in result.stderr
+        assert stat.S_ISSOCK(path.lstat().st_mode)
+    loop = tmp_path / "loop.html"
+    loop.symlink_to(loop.name)
+    assert_input_error(envkit("fleet", str(REPORT), "--html", str(loop)), "symbolic links")
+    assert loop.is_symlink()
+
+
+def test_a_link_to_a_file_replaces_the_file_and_keeps_the_link(tmp_path: Path) -> None:
+    real = tmp_path / "real.html"
+    real.write_text("old", encoding="utf-8")
+    link = tmp_path / "link.html"
+    link.symlink_to(real.name)
+    assert envkit("fleet", str(REPORT), "--html", str(link)).exit_code == 0
+    assert link.is_symlink() and real.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_spec_files_that_are_fifos_are_refused_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "requirements.txt")
+    result = envkit(
+        "spec", "pt2", "--cuda", "cpu", "--python", "3.11", "--no-gpu", "--format", "pip", "-o", str(tmp_path)
+    )
+    assert_input_error(result, "requirements.txt is not a regular file")
