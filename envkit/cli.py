@@ -153,6 +153,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "envkit create pt2 --prefix /opt/envs/pt2 --wheelhouse wheels/ --offline --no-gpu",
     ),
     "lock": ("envkit lock pt2 --driver 535.104.05 --lock-platform linux-64 --lock-platform linux-aarch64",),
+    "add": (
+        "envkit add torch torchvision --gpu H100 --driver 550.54.15",
+        "envkit add torch --project ~/src/app --platform linux-x86_64 --platform macos-arm64 --dry-run",
+        "envkit add torch --extras cpu,auto",
+    ),
 }
 
 
@@ -1028,6 +1033,92 @@ def lock(
                 system, job, on_line=lambda line: status.update(line.strip()[:120]) if line.strip() else None
             )
         stderr.print(f"wrote {path}", markup=False)
+    return 0
+
+
+Platforms = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--platform",
+        metavar="PLATFORM",
+        help="linux-x86_64, linux-aarch64, windows-x86_64, macos-arm64 (repeatable: cross-platform).",
+    ),
+]
+
+
+@app.command(epilog=_examples("add"))
+def add(
+    packages: Annotated[
+        Optional[list[str]],
+        typer.Argument(metavar="PACKAGE...", help="torch, torchvision, torchaudio (default: torch)."),
+    ] = None,
+    project: Annotated[
+        str, typer.Option("--project", metavar="DIR", help="The project folder (or one manifest file).")
+    ] = ".",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the edits as a unified diff; change nothing.")
+    ] = False,
+    with_: Annotated[
+        Optional[list[str]],
+        typer.Option("--with", metavar="EXT", help="An extension to add with torch (repeatable)."),
+    ] = None,
+    extras: Annotated[
+        Optional[str],
+        typer.Option(
+            "--extras",
+            metavar="CUDAS",
+            help="uv: one optional extra per build, e.g. cpu,auto or cpu,12.6 (uv sync --extra cu126).",
+        ),
+    ] = None,
+    mirror: Annotated[
+        Optional[list[str]],
+        typer.Option("--mirror", metavar="MIRROR", help="NAME, URL or KIND=URL (repeatable)."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the envkit.add/1 JSON on stdout.")] = False,
+    torch: TorchSpec = None,
+    cuda: Cuda = "auto",
+    channel: ChannelOpt = None,
+    driver: Driver = None,
+    gpu: Gpu = None,
+    no_gpu: NoGpu = False,
+    platform: Platforms = None,
+    python: PlanPython = None,
+    env: PlanEnv = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No plan or notes on stderr.")] = False,
+) -> int:
+    """Put the right torch build into the project you have: edit its manifest in place."""
+    from envkit.commands.add import add as run_add
+    from envkit.system import System
+
+    flags = _plan_flags(
+        driver=driver,
+        gpu=gpu,
+        no_gpu=no_gpu,
+        platform=None,
+        python=python,
+        env=env,
+        torch=torch,
+        cuda=cuda,
+        channel=channel or "pip",
+    )
+    added = run_add(
+        System(),
+        project,
+        packages or ["torch"],
+        flags,
+        platforms=platform or (),
+        channel=channel,
+        with_=with_ or (),
+        mirrors=mirror or (),
+        extras=[e.strip() for e in extras.split(",") if e.strip()] if extras else (),
+        dry_run=dry_run,
+    )
+    if json_out:
+        print_json(added.to_json())
+        return 0
+    from envkit.render.project import render_added
+
+    render_added(added, stdout, stderr, quiet=quiet)
     return 0
 
 

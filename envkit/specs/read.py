@@ -21,6 +21,7 @@ from envkit.errors import InputError
 from envkit.versions import spec_fits
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
 __all__ = [
@@ -28,8 +29,10 @@ __all__ = [
     "Pin",
     "SpecFile",
     "conda_range",
+    "environment_spec",
     "parse_conda_spec",
     "parse_requirement",
+    "pip_spec",
     "read_spec",
 ]
 
@@ -197,6 +200,18 @@ def _joined(text: str) -> list[str]:
 
 def _environment(text: str, path: str) -> SpecFile:
     data = parse_yaml(text, path)  # PyYAML's safe loader, without aliases (no "billion laughs")
+    return environment_spec(data, path)
+
+
+def pip_spec(path: str, lines: Sequence[str]) -> SpecFile:
+    """A SpecFile of requirements lines (pip's options, pins) read from elsewhere: envkit.project
+    reads a project's manifests and hands their torch lines here, to be judged as spec files are."""
+    return SpecFile(path, "pip", **_pip_lines(list(lines)))
+
+
+def environment_spec(data: Any, path: str) -> SpecFile:
+    """A SpecFile of an environment.yml already loaded (PyYAML here; ruamel.yaml in envkit.project,
+    whose round-trip loader keeps anchors as shared nodes rather than copies)."""
     if not isinstance(data, dict) or not isinstance(data.get("dependencies"), list):
         raise InputError(f"{path}: not a conda environment file (no 'dependencies' list)")
     channels = data.get("channels") or []

@@ -1,0 +1,263 @@
+"""``envkit add torch [torchvision …] --project DIR``: resolve the build for each of the project's
+platforms, then edit the project's manifests in place (envkit.project) so that its own installer
+(uv, Poetry, pip, conda, pixi) gets that build. Returns a record; the face prints it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from packaging.utils import canonicalize_name
+
+from envkit.errors import InputError
+from envkit.knowledge import CUDA_PLATFORMS, PLATFORMS
+from envkit.project.want import TORCH_PACKAGES, Want, make_want
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from envkit.knowledge import Knowledge
+    from envkit.project.find import Manifested
+    from envkit.resolve import Plan
+    from envkit.resolve.plan import PlanFlags
+    from envkit.resolve.target import Target
+    from envkit.system import System
+
+__all__ = ["ADD_SCHEMA", "Added", "Edit", "add", "add_command", "plan_platforms", "write_edits"]
+
+ADD_SCHEMA = "envkit.add/1"
+
+
+@dataclass(frozen=True)
+class Edit:
+    path: Path
+    kind: str
+    before: str
+    after: str
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    def diff(self) -> str:
+        """The edit as a unified diff (``a/NAME`` -> ``b/NAME``), empty when nothing changes."""
+        lines = difflib.unified_diff(
+            self.before.splitlines(keepends=True),
+            self.after.splitlines(keepends=True),
+            fromfile=f"a/{self.path.name}",
+            tofile=f"b/{self.path.name}",
+        )
+        return "".join(
+            line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+        )
+
+
+@dataclass(frozen=True)
+class Added:
+    """What ``envkit add`` did (or, ``dry_run``, would do)."""
+
+    edits: tuple[Edit, ...]
+    wants: tuple[Want, ...]
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    dry_run: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": ADD_SCHEMA,
+            "dry_run": self.dry_run,
+            "files": [
+                {"path": str(e.path), "kind": e.kind, "changed": e.changed, "diff": e.diff()}
+                for e in self.edits
+            ],
+            "plans": [s.plan.to_json() for w in self.wants for s in w.sources],
+            "command": self.wants[0].command if self.wants else None,
+            "notes": list(self.notes),
+            "warnings": list(self.warnings),
+        }
+
+
+def add_command(packages: Sequence[str], project: str, flags: PlanFlags, platforms: Sequence[str]) -> str:
+    """The ``envkit add`` line that makes these edits again (written into nothing: shown and kept
+    in ``--json``)."""
+    parts = ["envkit add", *packages]
+    if project != ".":
+        parts += ["--project", project]
+    if flags.torch:
+        parts += ["--torch", f"'{flags.torch}'"]
+    if flags.cuda != "auto":
+        parts += ["--cuda", flags.cuda]
+    if flags.driver:
+        parts += ["--driver", flags.driver]
+    parts += [f"--gpu '{g}'" if " " in g else f"--gpu {g}" for g in flags.gpus]
+    if flags.no_gpu:
+        parts.append("--no-gpu")
+    parts += [f"--platform {p}" for p in platforms]
+    if flags.python:
+        parts += ["--python", flags.python]
+    return " ".join(parts)
+
+
+def _on(target: Target, platform: str) -> Target:
+    """``target`` moved to ``platform``: a platform without CUDA builds (macOS) has no GPU side."""
+    moved = dataclasses.replace(target, platform=platform)
+    if platform not in CUDA_PLATFORMS:
+        moved = dataclasses.replace(moved, driver=None, gpus=())
+    return moved
+
+
+def plan_platforms(
+    system: System, flags: PlanFlags, platforms: Sequence[str], cudas: Sequence[str] = ()
+) -> list[Plan]:
+    """One plan per platform (or, ``cudas``, per build on the first platform), all of one torch
+    release: the newest every one of them has (a project pins one torch everywhere)."""
+    from envkit.commands.resolve import make_request, make_target
+    from envkit.knowledge import load_knowledge
+    from envkit.resolve import resolve
+
+    bad = [p for p in platforms if p not in PLATFORMS]
+    if bad:
+        raise InputError(f"--platform {bad[0]}: one of {', '.join(PLATFORMS)}")
+    k = load_knowledge()
+    first = platforms[0] if platforms else None
+    target = make_target(system, dataclasses.replace(flags, platform=first))
+    jobs: list[tuple[Target, PlanFlags]] = []
+    if cudas:
+        jobs = [(target, dataclasses.replace(flags, cuda=c)) for c in cudas]
+    else:
+        for platform in platforms or [target.platform]:
+            moved = _on(target, platform)
+            cuda = flags.cuda if platform in CUDA_PLATFORMS else "auto"
+            jobs.append((moved, dataclasses.replace(flags, cuda=cuda)))
+    plans = [resolve(k, t, make_request(f)) for t, f in jobs]
+    oldest = min(p.torch for p in plans)
+    if any(p.torch != oldest for p in plans):
+        plans = [resolve(k, t, make_request(dataclasses.replace(f, torch=f"=={oldest}"))) for t, f in jobs]
+    return plans
+
+
+def _what_it_installs(m: Manifested, k: Knowledge, target: Target) -> str:
+    """What a manifest gets on the target, for comparing two manifests: its range and build."""
+    from envkit.specs.intent import intent_of
+
+    view = m.kind.view(m.path, m.text, target.platform, str(target.python) if target.python else None)
+    intent = intent_of(view, k, target)
+    return f"{m.found.torch_range or 'any torch'} ({intent.variant or 'default build'})"
+
+
+def add(
+    system: System,
+    project: str,
+    packages: Sequence[str],
+    flags: PlanFlags,
+    *,
+    platforms: Sequence[str] = (),
+    channel: Optional[str] = None,
+    with_: Sequence[str] = (),
+    mirrors: Sequence[str] = (),
+    extras: Sequence[str] = (),
+    dry_run: bool = False,
+) -> Added:
+    """Plan and make the edits (written unless ``dry_run``)."""
+    from envkit.commands.resolve import make_target
+    from envkit.knowledge import load_knowledge
+    from envkit.project.find import choose, find_manifests
+
+    names: list[str] = [canonicalize_name(p) for p in packages] or ["torch"]
+    unknown = [p for p in names if p not in TORCH_PACKAGES]
+    if unknown:
+        raise InputError(
+            f"envkit add {unknown[0]}: envkit adds torch, torchvision and torchaudio",
+            hint=f"add other packages with the project's own installer (uv add {unknown[0]}, poetry add, …)",
+        )
+    if with_:
+        raise InputError(
+            f"--with {with_[0]}: this envkit resolves no extensions yet (envkit resolve --with is not here)",
+            hint="add torch alone, then the extension with the project's installer, pinned to that torch",
+        )
+    if channel is not None and channel not in ("pip", "conda"):
+        raise InputError(f"--channel {channel!r}: pip or conda")
+    found, notes = find_manifests(project)
+    k = load_knowledge()
+    python = flags.python or next((m.found.python for m in found if m.found.python), None)
+    flags = dataclasses.replace(flags, python=python)
+    target = make_target(system, dataclasses.replace(flags, platform=platforms[0] if platforms else None))
+    builds = {m.path: _what_it_installs(m, k, target) for m in found if m.found.torch is not None}
+    chosen = choose(found, builds)
+    wants: dict[str, Want] = {}
+    edits = []
+    for m in chosen:
+        route = channel or m.found.channel
+        if route == "conda" and m.kind.KIND in ("uv", "poetry", "requirements"):
+            raise InputError(f"--channel conda: {m.path.name} ({m.kind.KIND}) installs torch with pip")
+        if extras and m.kind.KIND != "uv":
+            raise InputError(f"--extras: {m.path.name} is not a uv project (uv's optional extras per build)")
+        if route not in wants:
+            wants[route] = _want(system, m, flags, route, platforms, names, mirrors, extras, project)
+        edits.append(Edit(m.path, m.kind.KIND, m.text, m.kind.apply(m.path, m.text, wants[route])))
+    warnings = tuple(
+        dict.fromkeys(w for want in wants.values() for s in want.sources for w in s.plan.warnings)
+    )
+    added = Added(tuple(edits), tuple(wants.values()), tuple(notes), warnings, dry_run)
+    if not dry_run:
+        write_edits(added.edits)
+    return added
+
+
+def _want(
+    system: System,
+    m: Manifested,
+    flags: PlanFlags,
+    route: str,
+    platforms: Sequence[str],
+    names: Sequence[str],
+    mirrors: Sequence[str],
+    extras: Sequence[str],
+    project: str,
+) -> Want:
+    from envkit.knowledge.mirrors import MirrorKind
+    from envkit.specs.render import spec_mirrors
+
+    torch = flags.torch or (str(m.found.torch_range) if m.found.torch_range is not None else None)
+    planned = dataclasses.replace(flags, torch=torch, channel=route)
+    chosen_platforms = tuple(platforms) or m.found.platforms
+    packages = [*names, *(p for p in m.found.packages if p not in names)]
+    if extras:
+        plans = plan_platforms(system, planned, chosen_platforms[:1], cudas=extras)
+        base = plans[:1]
+    else:
+        plans = plan_platforms(system, planned, chosen_platforms)
+        base = plans
+    chosen = spec_mirrors(list(mirrors), plans[0].variant) if mirrors else ()
+    by_kind = {x.kind: x for x in chosen}
+    return make_want(
+        base,
+        packages,
+        command=add_command(names, project, flags, chosen_platforms),
+        torch_mirror=by_kind.get(MirrorKind.TORCH_WHEELS),
+        pypi_mirror=by_kind.get(MirrorKind.PYPI),
+        extras=[(p.variant, p) for p in plans] if extras else (),
+    )
+
+
+def write_edits(edits: Sequence[Edit]) -> None:
+    """Write the changed files, each whole or not at all (a temporary name, then a rename), with
+    its own permissions. Every file is checked first: a read-only one stops all of them."""
+    from envkit._files import write_atomic
+
+    changed = [e for e in edits if e.changed]
+    for e in changed:
+        if not os.access(e.path, os.W_OK) or not os.access(e.path.parent, os.W_OK | os.X_OK):
+            raise InputError(f"{e.path}: cannot write it (read-only, or not yours); nothing was changed")
+    for e in changed:
+        mode = stat.S_IMODE(e.path.stat().st_mode)
+        try:
+            write_atomic(e.path, e.after, mode=mode)
+        except OSError as exc:
+            raise InputError(f"{e.path}: cannot write it ({exc.strerror or exc})") from None

@@ -1,0 +1,92 @@
+"""Which manifests a project folder holds, which of them say where torch comes from, and which
+``envkit add`` edits: every one that names torch (when they agree), else the first in
+``FILES`` order. Two that disagree are an input error: envkit does not guess which one is meant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envkit._files import read_text
+from envkit.errors import InputError
+from envkit.project import FILES, kind_of
+from envkit.project.manifest import Found, Manifest
+from envkit.project.requirements import compiled
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["Manifested", "choose", "find_manifests"]
+
+
+@dataclass(frozen=True)
+class Manifested:
+    """One manifest of the project: its file, its kind, its text and what it says of torch."""
+
+    path: Path
+    kind: Manifest
+    text: str
+    found: Found
+
+
+def _read(path: Path) -> Manifested:
+    text = read_text(str(path))
+    kind = kind_of(path, text)
+    if kind is None:
+        raise InputError(
+            f"{path}: not a manifest envkit edits (uv or Poetry pyproject.toml, pixi.toml, "
+            "environment.yml, requirements.txt / .in)"
+        )
+    return Manifested(path, kind, text, kind.read(path, text))
+
+
+def find_manifests(project: str) -> tuple[list[Manifested], list[str]]:
+    """The manifests of ``project`` (a folder, or one manifest file), and notes on the files left
+    out. InputError when there is none, or one does not parse."""
+    where = Path(project)
+    if where.is_file():
+        return [_read(where)], []
+    if not where.is_dir():
+        raise InputError(f"--project {project}: no such folder or file")
+    found: list[Manifested] = []
+    notes: list[str] = []
+    for name in FILES:
+        path = where / name
+        if not path.is_file():
+            continue
+        text = read_text(str(path))
+        if kind_of(path, text) is None:
+            notes.append(f"{path}: not a manifest envkit edits; left alone")
+            continue
+        found.append(_read(path))
+    txt = next((m for m in found if m.path.name == "requirements.txt"), None)
+    if txt is not None and compiled(txt.text) and any(m.path.name == "requirements.in" for m in found):
+        found.remove(txt)
+        notes.append(
+            f"{txt.path} is compiled from requirements.in: compile it again after the edit "
+            "(pip-compile, or uv pip compile requirements.in -o requirements.txt)"
+        )
+    if not found:
+        raise InputError(
+            f"--project {project}: no manifest envkit edits ({', '.join(FILES)})",
+            hint="`uv init` makes a pyproject.toml; `envkit spec --format uv -o DIR` writes one for torch",
+        )
+    return found, notes
+
+
+def choose(found: Sequence[Manifested], builds: dict[Path, str]) -> list[Manifested]:
+    """The manifests ``envkit add`` edits. ``builds``: what each manifest that names torch would
+    install on the target (its torch range and build); InputError when they differ."""
+    naming = [m for m in found if m.found.torch is not None]
+    if not naming:
+        return [found[0]]
+    distinct = {builds.get(m.path, "") for m in naming}
+    if len(distinct) > 1:
+        said = "; ".join(f"{m.path.name}: {builds.get(m.path) or m.found.torch}" for m in naming)
+        raise InputError(
+            f"the project's manifests disagree on torch ({said})",
+            hint="name the one to edit: --project " + " or --project ".join(str(m.path) for m in naming),
+        )
+    return naming

@@ -1,0 +1,177 @@
+"""The Protocol every manifest kind satisfies, what reading one finds, and the edits they share.
+
+Each kind is a module (envkit/project/uv.py, poetry.py, pixi.py, conda_env.py, requirements.py)
+with the functions below; ``envkit.project.find`` names them in one table.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Protocol
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+
+from envkit._files import parse_toml
+from envkit.errors import InputError
+
+if TYPE_CHECKING:
+    from collections.abc import MutableSequence, Sequence
+
+    from envkit.project.want import Want
+    from envkit.specs.read import SpecFile
+
+__all__ = [
+    "Found",
+    "Manifest",
+    "dumped",
+    "edit_sequence",
+    "lowest_python",
+    "parse_document",
+    "public_range",
+    "requirement_name",
+    "spaced",
+    "unwrap",
+]
+
+
+@dataclass(frozen=True)
+class Found:
+    """What a manifest says of torch, read before anything is planned."""
+
+    path: Path
+    kind: str  # the Manifest's KIND
+    torch: Optional[str]  # the torch requirement as written (None: the file names no torch)
+    torch_range: Optional[SpecifierSet]  # its public range (None: none, or one envkit cannot read)
+    packages: tuple[str, ...]  # the torch packages it names (torch, torchvision, torchaudio)
+    channel: str  # "pip" or "conda": how this file installs torch (or would, by its kind)
+    python: Optional[str] = None  # the lowest Python the project admits ("3.11"), where it says
+    platforms: tuple[str, ...] = ()  # the envkit platforms the manifest declares (pixi's)
+
+
+class Manifest(Protocol):
+    """One kind of project manifest (a module: the way pre-commit's languages/*.py are)."""
+
+    KIND: str  # "uv", "poetry", "pixi", "environment.yml", "requirements"
+
+    def claims(self, path: Path, text: str) -> bool:
+        """Whether this kind reads ``path`` (by its name, and its content where names are shared)."""
+        ...
+
+    def read(self, path: Path, text: str) -> Found:
+        """What the file says of torch; InputError when it does not parse."""
+        ...
+
+    def view(self, path: Path, text: str, platform: str, python: Optional[str]) -> SpecFile:
+        """What the file installs on ``platform``, as envkit.specs.check judges spec files."""
+        ...
+
+    def apply(self, path: Path, text: str, want: Want) -> str:
+        """The file's text saying ``want``; ``text`` itself, byte for byte, when it already does."""
+        ...
+
+
+def parse_document(path: Path, text: str) -> Any:
+    """A TOML file as tomlkit's document (comments, order and layout kept), after the limits every
+    file envkit reads is held to (envkit._files.parse_toml: nesting, size); InputError naming the file."""
+    parse_toml(text, str(path))
+    tomlkit: Any = importlib.import_module("tomlkit")
+    try:
+        return tomlkit.parse(text)
+    except Exception as exc:  # noqa: BLE001 -- tomlkit's own parse errors (TOMLKitError, ValueError)
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
+
+
+def spaced(table: Any) -> Any:
+    """``table`` (a tomlkit table made here) ending in a blank line, so that the next table's header
+    does not follow its last line directly (the layout uv, Poetry and pixi write)."""
+    body = getattr(table, "value", table).body if hasattr(getattr(table, "value", table), "body") else []
+    if body and type(body[-1][1]).__name__ != "Whitespace":
+        tomlkit: Any = importlib.import_module("tomlkit")
+        table.add(tomlkit.nl())
+    return table
+
+
+def dumped(doc: Any, original: str) -> str:
+    """tomlkit's text of ``doc``, ending as ``original`` did (one line break, not the blank line a
+    table made here ends in)."""
+    tomlkit: Any = importlib.import_module("tomlkit")
+    text = str(tomlkit.dumps(doc))
+    if original.endswith("\n") and not original.endswith("\n\n"):
+        text = text.rstrip("\n") + "\n"
+    return text
+
+
+def unwrap(value: Any) -> Any:
+    """A tomlkit item as plain Python data (tomlkit's own ``unwrap``), for comparing."""
+    return value.unwrap() if hasattr(value, "unwrap") else value
+
+
+def requirement_name(text: str) -> Optional[str]:
+    """The canonical name of a PEP 508 requirement (None when it is not one)."""
+    try:
+        return canonicalize_name(Requirement(text).name)
+    except InvalidRequirement:
+        return None
+
+
+def public_range(text: Optional[str]) -> Optional[SpecifierSet]:
+    """A requirement's version range without local labels (``==2.1.0+cu118`` -> ``==2.1.0``):
+    what the resolver is asked for. None when there is none or it cannot be read."""
+    if not text:
+        return None
+    try:
+        req = Requirement(text)
+    except InvalidRequirement:
+        try:
+            req = Requirement(f"torch{text}" if text[0] in "<>=!~" else f"torch=={text}")
+        except InvalidRequirement:
+            return None
+    terms = [f"{s.operator}{s.version.split('+', 1)[0]}" for s in req.specifier]
+    try:
+        spec = SpecifierSet(",".join(terms))
+    except InvalidSpecifier:
+        return None
+    return spec if len(spec) else None
+
+
+def lowest_python(requires: Optional[str]) -> Optional[str]:
+    """The lowest Python ``X.Y`` a ``requires-python`` admits (``>=3.11`` -> 3.11), or None."""
+    if not requires:
+        return None
+    try:
+        spec = SpecifierSet(requires)
+    except InvalidSpecifier:
+        return None
+    for minor in range(6, 30):
+        if spec.contains(f"3.{minor}.99", prereleases=True) or spec.contains(f"3.{minor}", prereleases=True):
+            return f"3.{minor}"
+    return None
+
+
+def edit_sequence(seq: MutableSequence[Any], new: Sequence[Any]) -> bool:
+    """Make ``seq`` (a tomlkit array, a ruamel list, a list) equal ``new`` with the fewest item
+    edits, so the items left alone keep their comments and layout. True when anything changed."""
+    old = [unwrap(v) for v in seq]
+    if old == list(new):
+        return False
+    # Items may be tables or mappings (unhashable): the matcher compares their texts.
+    ops = difflib.SequenceMatcher(
+        a=list(map(repr, old)), b=list(map(repr, new)), autojunk=False
+    ).get_opcodes()
+    for tag, i1, i2, j1, j2 in reversed(ops):  # from the end: earlier indexes stay valid
+        if tag == "equal":
+            continue
+        replaced = min(i2 - i1, j2 - j1)
+        for k in range(replaced):
+            if unwrap(seq[i1 + k]) != new[j1 + k]:
+                seq[i1 + k] = new[j1 + k]
+        for _ in range(i2 - i1 - replaced):
+            del seq[i1 + replaced]
+        for k, item in enumerate(new[j1 + replaced : j2]):
+            seq.insert(i1 + replaced + k, item)
+    return True

@@ -1,0 +1,280 @@
+"""A uv project's ``pyproject.toml``: the pins in ``[project].dependencies``, one
+``[[tool.uv.index]]`` per variant with ``explicit = true`` (only the packages pinned to it come from
+it: no dependency-confusion race with PyPI), and ``[tool.uv.sources]`` gating each index on the
+platforms it is for, as uv's guide lays it out (astral-sh/uv:docs/guides/integration/pytorch.md
+@04317224be05, "Using uv with PyTorch": "Using a PyTorch index", "Configuring accelerators with
+environment markers", and "... with optional dependencies" for ``--extras``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Final, Optional
+
+from packaging.markers import InvalidMarker, Marker
+
+from envkit._files import parse_toml
+from envkit.errors import InputError
+from envkit.project.manifest import (
+    Found,
+    dumped,
+    edit_sequence,
+    lowest_python,
+    parse_document,
+    public_range,
+    requirement_name,
+    spaced,
+    unwrap,
+)
+from envkit.project.requirements import select
+from envkit.project.want import TORCH_PACKAGES, platform_env
+from envkit.specs.intent import variant_of_url
+from envkit.specs.read import pip_spec
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from envkit.project.want import Source, Want
+    from envkit.specs.read import SpecFile
+
+__all__ = ["KIND", "apply", "claims", "read", "set_pins", "view"]
+
+KIND: Final = "uv"
+
+
+def _tomlkit() -> Any:
+    return importlib.import_module("tomlkit")
+
+
+def claims(path: Path, text: str) -> bool:
+    if path.name != "pyproject.toml":
+        return False
+    data = parse_toml(text, str(path))
+    tool = data.get("tool") or {}
+    return "poetry" not in tool and "pixi" not in tool and ("project" in data or "uv" in tool)
+
+
+def _table(parent: Any, key: str, *, super_table: bool = True) -> Any:
+    """``parent[key]``, made (as an implicit table: no empty ``[tool]`` header) when missing."""
+    if key not in parent:
+        parent[key] = _tomlkit().table(super_table)
+    return parent[key]
+
+
+def set_pins(array: Any, pins: dict[str, str], *, keep_markers: bool = True) -> bool:
+    """Pins (name -> requirement) into a dependency array: the first line of each name replaced (its
+    marker kept), the name's other lines dropped, missing names appended. True when it changed."""
+    new: list[Any] = []
+    done: set[str] = set()
+    for item in array:
+        text = str(unwrap(item))
+        name = requirement_name(text)
+        if name not in pins:
+            new.append(unwrap(item))
+            continue
+        if name in done:
+            continue
+        done.add(name)
+        marker = text.split(";", 1)[1].strip() if ";" in text and keep_markers else ""
+        new.append(f"{pins[name]}; {marker}" if marker else pins[name])
+    new += [pin for name, pin in pins.items() if name not in done]
+    if not len(array) and new:
+        array.multiline(True)
+    return edit_sequence(array, new)
+
+
+def _entry(fields: dict[str, str]) -> Any:
+    table = _tomlkit().inline_table()
+    table.update(fields)
+    return table
+
+
+def _set_indexes(doc: Any, want: Want, referenced: set[str]) -> bool:
+    uv = _table(_table(doc, "tool"), "uv")
+    wanted = want.indexed()
+    names = {s.index_name for s in wanted}
+    if "index" not in uv:
+        if not wanted:
+            return False
+        uv["index"] = _tomlkit().aot()
+    indexes = uv["index"]
+    changed = False
+    for i in reversed(range(len(indexes))):  # indexes of builds no longer wanted, nothing else uses
+        entry = indexes[i]
+        name, url = entry.get("name"), str(entry.get("url", ""))
+        if name not in names and name not in referenced and variant_of_url(url) and entry.get("explicit"):
+            del indexes[i]
+            changed = True
+    for source in wanted:
+        fields: dict[str, Any] = {"name": source.index_name, "url": source.index_url, "explicit": True}
+        if source.flat:
+            fields["format"] = "flat"
+        entry = next((e for e in indexes if e.get("name") == source.index_name), None)
+        if entry is None:
+            table = _tomlkit().table()
+            table.update(fields)
+            indexes.append(spaced(table))
+            changed = True
+            continue
+        for key, value in fields.items():
+            if unwrap(entry.get(key)) != value:
+                entry[key] = value
+                changed = True
+    if not len(indexes):
+        del uv["index"]
+    return changed
+
+
+def _sources_of(want: Want, pairs: list[tuple[dict[str, str], Source]]) -> list[dict[str, str]]:
+    return [
+        {"index": str(s.index_name), **extra} | ({"marker": s.marker} if s.marker else {})
+        for extra, s in pairs
+        if s.index_name is not None
+    ]
+
+
+def _set_sources(doc: Any, want: Want) -> tuple[bool, set[str]]:
+    """[tool.uv.sources] for the torch packages; also the index names other packages' sources use."""
+    uv = _table(_table(doc, "tool"), "uv")
+    if want.extras:
+        pairs = [({"extra": extra}, s) for extra, s in want.extras]
+    else:
+        pairs = [({}, s) for s in want.sources]
+    wanted = _sources_of(want, pairs)
+    sources = uv.get("sources")
+    referenced = {
+        str(e.get("index"))
+        for name, value in (sources or {}).items()
+        if name not in TORCH_PACKAGES
+        for e in (value if isinstance(unwrap(value), list) else [value])
+        if hasattr(e, "get") and e.get("index")
+    }
+    made = False
+    if sources is None:
+        if not wanted:
+            return False, referenced
+        sources = uv["sources"] = _tomlkit().table()
+        made = True
+    changed = False
+    for name in want.packages:
+        current = unwrap(sources.get(name))
+        if not wanted:
+            if current is not None:
+                del sources[name]
+                changed = True
+            continue
+        if current == wanted:
+            continue
+        array = _tomlkit().array()
+        for fields in wanted:
+            array.append(_entry(fields))
+        if len(wanted) > 1:
+            array.multiline(True)
+        sources[name] = array
+        changed = True
+    if not len(sources):
+        del uv["sources"]
+    elif made:
+        sources.add(_tomlkit().nl())  # a blank line before whatever table comes next
+    return changed, referenced
+
+
+def _set_extras(doc: Any, want: Want) -> bool:
+    """One optional extra per build, declared conflicting (uv cannot install both): uv's guide,
+    "Configuring accelerators with optional dependencies". The torch packages leave the plain
+    dependencies: each extra brings its own build."""
+    project = doc["project"]
+    changed = False
+    if "dependencies" in project:
+        kept = [
+            d for d in map(unwrap, project["dependencies"]) if requirement_name(str(d)) not in want.packages
+        ]
+        changed |= edit_sequence(project["dependencies"], kept)
+    optional = _table(project, "optional-dependencies", super_table=False)
+    for extra, source in want.extras:
+        if extra not in optional:
+            optional[extra] = _tomlkit().array()
+        changed |= set_pins(optional[extra], {n: want.pin(n, source, local=False) for n in want.packages})
+    uv = _table(_table(doc, "tool"), "uv")
+    group = [{"extra": extra} for extra, _ in want.extras]
+    conflicts = uv.get("conflicts")
+    if conflicts is None:
+        conflicts = uv["conflicts"] = _tomlkit().array()
+        conflicts.multiline(True)
+    if not any(sorted(map(str, unwrap(g))) == sorted(map(str, group)) for g in conflicts):
+        array = _tomlkit().array()
+        for fields in group:
+            array.append(_entry(fields))
+        conflicts.append(array)
+        changed = True
+    return changed
+
+
+def apply(path: Path, text: str, want: Want) -> str:
+    doc = parse_document(path, text)
+    project = doc.get("project")
+    if project is None:
+        raise InputError(f"{path}: no [project] table", hint="uv init makes one; envkit add edits [project]")
+    changed = False
+    if want.extras:
+        changed |= _set_extras(doc, want)
+    else:
+        if "dependencies" not in project:
+            project["dependencies"] = _tomlkit().array()
+        pins = {n: want.pin(n, want.sources[0], local=False) for n in want.packages}
+        changed |= set_pins(project["dependencies"], pins)
+    sources_changed, referenced = _set_sources(doc, want)
+    changed |= sources_changed
+    changed |= _set_indexes(doc, want, referenced)
+    return dumped(doc, text) if changed else text
+
+
+def read(path: Path, text: str) -> Found:
+    data = parse_toml(text, str(path))
+    project = data.get("project") or {}
+    lines = [str(d) for d in project.get("dependencies") or []]
+    for extra in (project.get("optional-dependencies") or {}).values():
+        lines += [str(d) for d in extra or []]
+    torch = next((d for d in lines if requirement_name(d) == "torch"), None)
+    names = tuple(n for n in TORCH_PACKAGES if any(requirement_name(d) == n for d in lines))
+    python = lowest_python(project.get("requires-python"))
+    return Found(path, KIND, torch, public_range(torch), names, "pip", python)
+
+
+def _marker_applies(marker: Optional[str], platform: str, python: Optional[str]) -> bool:
+    if not marker:
+        return True
+    try:
+        return bool(Marker(marker).evaluate(platform_env(platform, python or "3.11")))
+    except InvalidMarker:
+        return False
+
+
+def view(path: Path, text: str, platform: str, python: Optional[str]) -> SpecFile:
+    """torch's lines for ``platform``, with the index uv takes it from as ``--index-url``: an
+    explicit index a source points torch at, else the project's default index (PyPI)."""
+    data = parse_toml(text, str(path))
+    project = data.get("project") or {}
+    python = python or lowest_python(project.get("requires-python"))
+    uv = (data.get("tool") or {}).get("uv") or {}
+    lines = [str(d) for d in project.get("dependencies") or []]
+    if not any(requirement_name(d) == "torch" for d in lines):  # torch only in extras: the first one's
+        for extra in (project.get("optional-dependencies") or {}).values():
+            if any(requirement_name(str(d)) == "torch" for d in extra or []):
+                lines += [str(d) for d in extra]
+                break
+    entries = (uv.get("sources") or {}).get("torch") or []
+    entries = entries if isinstance(entries, list) else [entries]
+    applying = [
+        e for e in entries if isinstance(e, dict) and _marker_applies(e.get("marker"), platform, python)
+    ]
+    indexes = {i.get("name"): i for i in uv.get("index") or [] if isinstance(i, dict)}
+    url = None
+    if applying and applying[0].get("index") in indexes:
+        url = indexes[applying[0]["index"]].get("url")
+    elif applying and applying[0].get("url"):
+        lines = [d for d in lines if requirement_name(d) != "torch"] + [f"torch @ {applying[0]['url']}"]
+    else:
+        url = next((i.get("url") for i in indexes.values() if i.get("default")), None)
+    options = [f"--index-url {url}"] if url else []
+    return pip_spec(str(path), options + select(lines, platform, python))

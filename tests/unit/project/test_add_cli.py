@@ -1,0 +1,119 @@
+"""``envkit add`` from the command line: --dry-run shows the diff and changes nothing, a second run
+changes nothing byte for byte, and bad input (a manifest that does not parse, manifests that
+disagree, a read-only file) is exit 2 with the files untouched."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_bad_input import assert_input_error, envkit
+
+from .conftest import H100
+from .test_edits import REQUIREMENTS, UV_INIT
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def test_dry_run_prints_the_diff_and_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(UV_INIT, encoding="utf-8")
+    before = _snapshot(tmp_path)
+    result = envkit("add", "torch", "--project", str(tmp_path), *H100, "--dry-run")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("--- a/pyproject.toml\n+++ b/pyproject.toml\n")
+    assert '+    "torch==2.14.1",' in result.stdout and '+name = "pytorch-cu126"' in result.stdout
+    assert "would edit" in result.stderr
+    assert _snapshot(tmp_path) == before
+
+
+def test_add_writes_then_a_second_run_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text(REQUIREMENTS, encoding="utf-8")
+    (tmp_path / "requirements.txt").chmod(0o640)
+    first = envkit("add", "torch", "torchvision", "--project", str(tmp_path), *H100)
+    assert first.exit_code == 0, first.stderr
+    after = _snapshot(tmp_path)
+    # the file's own pin (torch==2.1.0) is the request: its release, in the build the target runs
+    assert b"torch==2.1.0+cu121  # the model\ntorchvision==0.16.0\n" in after["requirements.txt"]
+    assert (tmp_path / "requirements.txt").stat().st_mode & 0o777 == 0o640  # its permissions kept
+    second = envkit("add", "torch", "torchvision", "--project", str(tmp_path), *H100)
+    assert second.exit_code == 0 and second.stdout == ""
+    assert "nothing to change" in second.stderr
+    assert _snapshot(tmp_path) == after
+
+
+def test_json_has_the_diff_and_the_plans(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(UV_INIT, encoding="utf-8")
+    result = envkit("add", "--project", str(tmp_path), *H100, "--dry-run", "--json")
+    data = json.loads(result.stdout)
+    assert data["schema"] == "envkit.add/1" and data["dry_run"] is True
+    assert data["files"][0]["kind"] == "uv" and data["files"][0]["changed"] is True
+    assert [p["variant"] for p in data["plans"]] == ["cu126"]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "words"),
+    [
+        ("pyproject.toml", '[project\nname = "x"\n', ("pyproject.toml", "not valid TOML")),
+        ("environment.yml", "dependencies: [pytorch\n", ("environment.yml", "not valid YAML")),
+        ("pixi.toml", "[workspace]\nchannels = [\n", ("pixi.toml", "not valid TOML")),
+    ],
+)
+def test_a_manifest_that_does_not_parse_is_exit_2_and_untouched(
+    tmp_path: Path, name: str, text: str, words: tuple[str, ...]
+) -> None:
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    before = _snapshot(tmp_path)
+    assert_input_error(envkit("add", "torch", "--project", str(tmp_path), *H100), *words)
+    assert _snapshot(tmp_path) == before
+
+
+def test_manifests_that_disagree_are_exit_2_and_untouched(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(UV_INIT.replace('"numpy>=1.26",', '"torch>=2.4",'), encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text(REQUIREMENTS, encoding="utf-8")
+    before = _snapshot(tmp_path)
+    result = envkit("add", "torch", "--project", str(tmp_path), *H100)
+    assert_input_error(result, "disagree", "pyproject.toml", "requirements.txt")
+    assert "--project" in result.stderr  # the hint names how to pick one
+    assert _snapshot(tmp_path) == before
+    chosen = envkit("add", "torch", "--project", str(tmp_path / "requirements.txt"), *H100)
+    assert chosen.exit_code == 0, chosen.stderr
+    assert _snapshot(tmp_path)["pyproject.toml"] == before["pyproject.toml"]
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes read-only files")
+def test_a_read_only_manifest_is_exit_2_and_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "requirements.txt"
+    path.write_text(REQUIREMENTS, encoding="utf-8")
+    path.chmod(0o444)
+    assert_input_error(envkit("add", "torch", "--project", str(tmp_path), *H100), "cannot write")
+    assert path.read_text(encoding="utf-8") == REQUIREMENTS
+
+
+def test_a_read_only_folder_is_exit_2_and_untouched(tmp_path: Path) -> None:
+    """The temporary file of the atomic write goes beside the manifest: a folder that refuses it
+    refuses the edit, before anything is written (root included: a read-only bind mount)."""
+    path = tmp_path / "requirements.txt"
+    path.write_text(REQUIREMENTS, encoding="utf-8")
+    from envkit.commands import add as add_module
+
+    real = os.access
+
+    def read_only(p: object, mode: int, **kw: object) -> bool:
+        return False if Path(str(p)) in (path, tmp_path) and mode & os.W_OK else real(p, mode)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(add_module.os, "access", read_only)
+        assert_input_error(envkit("add", "torch", "--project", str(tmp_path), *H100), "cannot write")
+    assert path.read_text(encoding="utf-8") == REQUIREMENTS
+
+
+def test_no_manifest_and_other_packages_are_exit_2(tmp_path: Path) -> None:
+    assert_input_error(envkit("add", "torch", "--project", str(tmp_path), *H100), "no manifest")
+    (tmp_path / "requirements.txt").write_text("torch\n", encoding="utf-8")
+    assert_input_error(envkit("add", "numpy", "--project", str(tmp_path), *H100), "numpy")
+    assert_input_error(envkit("add", "torch", "--with", "flash-attn", "--project", str(tmp_path), *H100), "--with")

@@ -1,0 +1,294 @@
+"""Each manifest kind edited for the H100 on driver 550 (torch 2.14.1+cu126 on pip, conda-forge's
+2.13.0 cuda build on conda), read back by its own tool's parser, and edited again: byte for byte
+the same."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from envkit.errors import InputError
+from envkit.project import conda_env, pixi, poetry, requirements, uv
+
+from .conftest import want_for
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+CU126 = "https://download.pytorch.org/whl/cu126"
+
+# What `uv init --app --name app --python 3.11` wrote (uv 0.13.9), then `uv add "numpy>=1.26"`.
+UV_INIT = """\
+[project]
+name = "app"
+version = "0.1.0"
+description = "Add your description here"
+readme = "README.md"
+requires-python = ">=3.11"
+dependencies = [
+    "numpy>=1.26",
+]
+"""
+
+
+def edited(kind: object, path: Path, text: str, want: object) -> str:
+    """``kind.apply`` twice: the second pass must return its input byte for byte."""
+    path.write_text(text, encoding="utf-8")
+    once = kind.apply(path, text, want)  # type: ignore[attr-defined]
+    assert kind.apply(path, once, want) == once  # type: ignore[attr-defined]
+    path.write_text(once, encoding="utf-8")
+    return once  # type: ignore[no-any-return]
+
+
+def test_uv_gets_an_explicit_index_and_sources_gated_on_linux(tmp_path: Path) -> None:
+    out = edited(uv, tmp_path / "pyproject.toml", UV_INIT, want_for(packages=("torch", "torchvision")))
+    data = tomllib.loads(out)
+    assert data["project"]["dependencies"] == ["numpy>=1.26", "torch==2.14.1", "torchvision==0.29.1"]
+    assert data["tool"]["uv"]["index"] == [{"name": "pytorch-cu126", "url": CU126, "explicit": True}]
+    source = [{"index": "pytorch-cu126", "marker": "sys_platform == 'linux'"}]
+    assert data["tool"]["uv"]["sources"] == {"torch": source, "torchvision": source}
+    assert out.startswith(UV_INIT.rstrip("]\n"))  # what was there is still there, as it was
+
+
+def test_uv_cross_platform_cuda_on_linux_and_windows_pypi_on_macos(tmp_path: Path) -> None:
+    want = want_for(("linux-x86_64", "windows-x86_64", "macos-arm64"))
+    data = tomllib.loads(edited(uv, tmp_path / "pyproject.toml", UV_INIT, want))
+    marker = "sys_platform == 'linux' or sys_platform == 'win32'"
+    assert data["tool"]["uv"]["sources"]["torch"] == [{"index": "pytorch-cu126", "marker": marker}]
+
+
+def test_uv_replaces_another_variant_and_keeps_comments(tmp_path: Path) -> None:
+    text = UV_INIT.replace('"numpy>=1.26",', '"numpy>=1.26",  # arrays\n    "torch>=2.1",  # the model') + (
+        '\n[tool.uv.sources]\ntorch = { index = "pytorch-cu118" }\n\n'
+        '# the old build\n[[tool.uv.index]]\nname = "pytorch-cu118"\nurl = "https://download.pytorch.org/whl/cu118"\n'
+        "explicit = true\n"
+    )
+    out = edited(uv, tmp_path / "pyproject.toml", text, want_for())
+    data = tomllib.loads(out)
+    assert "# arrays" in out and "# the model" in out
+    assert [i["name"] for i in data["tool"]["uv"]["index"]] == ["pytorch-cu126"]
+    assert data["project"]["dependencies"][1] == "torch==2.14.1"
+
+
+def test_uv_extras_one_per_build_declared_conflicting(tmp_path: Path) -> None:
+    from envkit.commands.add import plan_platforms
+    from envkit.project.want import make_want
+    from envkit.resolve.plan import PlanFlags
+    from envkit.system import System
+
+    flags = PlanFlags(driver="550.54.15", gpus=("H100",), python="3.11", platform="linux-x86_64")
+    plans = plan_platforms(System(), flags, ("linux-x86_64",), cudas=("cpu", "auto"))
+    want = make_want(plans[:1], ["torch"], command="", extras=[(p.variant, p) for p in plans])
+    data = tomllib.loads(edited(uv, tmp_path / "pyproject.toml", UV_INIT, want))
+    assert data["project"]["optional-dependencies"] == {"cpu": ["torch==2.14.1"], "cu126": ["torch==2.14.1"]}
+    assert data["tool"]["uv"]["conflicts"] == [[{"extra": "cpu"}, {"extra": "cu126"}]]
+    assert data["tool"]["uv"]["sources"]["torch"] == [
+        {"index": "pytorch-cpu", "extra": "cpu"},
+        {"index": "pytorch-cu126", "extra": "cu126"},
+    ]
+
+
+POETRY_1 = """\
+[tool.poetry]
+name = "app"
+version = "0.1.0"
+description = ""
+authors = ["A <a@example.org>"]
+
+[tool.poetry.dependencies]
+python = "^3.11"
+numpy = "^1.26"  # arrays
+torch = "^2.1"
+
+[build-system]
+requires = ["poetry-core"]
+build-backend = "poetry.core.masonry.api"
+"""
+
+POETRY_2 = """\
+[project]
+name = "app"
+version = "0.1.0"
+requires-python = ">=3.11"
+dependencies = ["numpy>=1.26"]
+
+[tool.poetry]
+package-mode = false
+
+[build-system]
+requires = ["poetry-core>=2.0"]
+build-backend = "poetry.core.masonry.api"
+"""
+
+
+def _poetry_reads(folder: Path) -> dict[str, tuple[str, str | None]]:
+    """Poetry's own factory reads the project: each dependency's constraint and source."""
+    factory = pytest.importorskip("poetry.core.factory")
+    data = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+    assert factory.Factory.validate(data, strict=False)["errors"] == []
+    main = factory.Factory().create_poetry(folder).package.dependency_group("main")
+    return {d.name: (str(d.constraint), d.source_name) for d in main.dependencies_for_locking}
+
+
+@pytest.mark.parametrize("text", [POETRY_1, POETRY_2], ids=["poetry-1", "poetry-2-pep621"])
+def test_poetry_gets_an_explicit_source(tmp_path: Path, text: str) -> None:
+    out = edited(poetry, tmp_path / "pyproject.toml", text, want_for())
+    data = tomllib.loads(out)
+    assert data["tool"]["poetry"]["source"] == [
+        {"name": "pytorch-cu126", "url": CU126, "priority": "explicit"}
+    ]
+    assert _poetry_reads(tmp_path)["torch"] == ("2.14.1", "pytorch-cu126")
+    if text is POETRY_1:
+        assert 'numpy = "^1.26"  # arrays' in out
+
+
+def test_poetry_cross_platform_constraints_with_markers(tmp_path: Path) -> None:
+    out = edited(poetry, tmp_path / "pyproject.toml", POETRY_1, want_for(("linux-x86_64", "macos-arm64")))
+    torch = tomllib.loads(out)["tool"]["poetry"]["dependencies"]["torch"]
+    assert torch == [
+        {"version": "2.14.1", "markers": "sys_platform == 'linux'", "source": "pytorch-cu126"},
+        {"version": "2.14.1", "markers": "sys_platform == 'darwin'", "source": "pypi"},
+    ]
+    _poetry_reads(tmp_path)
+
+
+REQUIREMENTS = """\
+# The training job's packages
+numpy>=1.26  # arrays
+torch==2.1.0+cu118  # the model
+--extra-index-url https://download.pytorch.org/whl/cu118
+einops
+"""
+
+
+def test_requirements_index_lines_and_local_pins(tmp_path: Path) -> None:
+    out = edited(
+        requirements, tmp_path / "requirements.txt", REQUIREMENTS, want_for(packages=("torch", "torchvision"))
+    )
+    assert out == textwrap.dedent(
+        f"""\
+        # The training job's packages
+        --index-url {CU126}
+        --extra-index-url https://pypi.org/simple
+        numpy>=1.26  # arrays
+        torch==2.14.1+cu126  # the model
+        torchvision==0.29.1
+        einops
+        """
+    )
+
+
+def test_requirements_with_a_pypi_mirror_keep_it_and_add_the_torch_index(tmp_path: Path) -> None:
+    text = "-i https://mirror.example.org/simple\ntorch\n"
+    out = edited(requirements, tmp_path / "requirements.in", text, want_for())
+    assert out == f"-i https://mirror.example.org/simple\n--extra-index-url {CU126}\ntorch==2.14.1+cu126\n"
+
+
+def test_requirements_cross_platform_markers(tmp_path: Path) -> None:
+    out = edited(
+        requirements, tmp_path / "requirements.txt", "torch\n", want_for(("linux-x86_64", "macos-arm64"))
+    )
+    assert out.splitlines() == [
+        f"--index-url {CU126}",
+        "--extra-index-url https://pypi.org/simple",
+        "torch==2.14.1+cu126 ; sys_platform == 'linux'",
+        "torch==2.14.1 ; sys_platform == 'darwin'",
+    ]
+
+
+def test_a_hashed_requirements_file_is_a_lock_and_is_refused(tmp_path: Path) -> None:
+    text = "torch==2.1.0 \\\n    --hash=sha256:" + "0" * 64 + "\n"
+    with pytest.raises(InputError, match="--hash"):
+        requirements.apply(tmp_path / "requirements.txt", text, want_for())
+
+
+ENVIRONMENT = """\
+# The training environment
+name: train  # its name
+channels: &channels
+  - pytorch
+  - nvidia
+  - conda-forge
+# anchors and aliases survive the edit
+x-mirrors: *channels
+dependencies:
+  - python=3.11
+  - pytorch=2.1.0  # the model
+  - pytorch-cuda=11.8
+  - numpy>=1.26
+  - pip
+  - pip:
+      - einops
+"""
+
+
+def test_environment_yml_conda_route_read_back_by_conda_lock(tmp_path: Path) -> None:
+    path = tmp_path / "environment.yml"
+    out = edited(conda_env, path, ENVIRONMENT, want_for(channel="conda"))
+    assert "# The training environment" in out and "# its name" in out
+    assert "channels: &channels\n" in out and "# anchors and aliases survive the edit\nx-mirrors: *channels\n" in out
+    assert "pytorch=2.13.0=cuda*" in out and "cuda-version=12" in out and "pytorch-cuda" not in out
+    from tests.unit.specs.test_specs import conda_lock
+
+    mapping = tmp_path / "mapping.json"  # a local PyPI -> conda name mapping (no download)
+    mapping.write_text("{}", encoding="utf-8")
+    env_yaml = conda_lock("conda_lock.src_parser.environment_yaml")
+    spec = env_yaml.parse_environment_file(path, ["linux-64"], mapping_url=str(mapping))
+    assert [c.url for c in spec.channels] == ["conda-forge"]
+    deps = {d.name: d for d in spec.dependencies["linux-64"]}
+    assert deps["pytorch"].version == "2.13.0" and deps["pytorch"].build == "cuda*"
+    assert "einops" in deps and "numpy" in deps
+
+
+def test_environment_yml_pip_route_edits_the_pip_section(tmp_path: Path) -> None:
+    out = edited(conda_env, tmp_path / "environment.yml", ENVIRONMENT, want_for())
+    assert "pytorch=2.1.0" not in out and "pytorch-cuda" not in out  # a second torch, from conda
+    assert f"      - --index-url {CU126}\n" in out and "      - torch==2.14.1+cu126\n" in out
+
+
+PIXI = """\
+[workspace]
+name = "train"
+channels = ["conda-forge"]
+platforms = ["linux-64"]  # the cluster
+
+[dependencies]
+python = "3.11.*"
+numpy = ">=1.26"
+"""
+
+
+def test_pixi_conda_route(tmp_path: Path) -> None:
+    data = tomllib.loads(edited(pixi, tmp_path / "pixi.toml", PIXI, want_for(channel="conda")))
+    assert data["dependencies"]["pytorch"] == {"version": "2.13.0.*", "build": "cuda*"}
+    assert data["dependencies"]["cuda-version"] == "12.*"
+    assert data["system-requirements"] == {"cuda": "12"}
+
+
+def test_pixi_pip_route_cross_platform(tmp_path: Path) -> None:
+    want = want_for(("linux-x86_64", "macos-arm64"))
+    out = edited(pixi, tmp_path / "pixi.toml", PIXI, want)
+    data = tomllib.loads(out)
+    assert data["pypi-dependencies"]["torch"] == {"version": "==2.14.1", "index": CU126}
+    assert data["target"]["osx-arm64"]["pypi-dependencies"]["torch"] == "==2.14.1"
+    assert data["workspace"]["platforms"] == ["linux-64", "osx-arm64"] and "# the cluster" in out
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "text"),
+    [
+        (uv, "pyproject.toml", "[project\nname = 1"),
+        (pixi, "pixi.toml", "[workspace]\nname = = 2\n"),
+        (conda_env, "environment.yml", "dependencies: [a, b\n"),
+    ],
+)
+def test_a_manifest_that_does_not_parse_is_an_input_error(
+    tmp_path: Path, kind: object, name: str, text: str
+) -> None:
+    with pytest.raises(InputError, match=name):
+        kind.apply(tmp_path / name, text, want_for())  # type: ignore[attr-defined]
