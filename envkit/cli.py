@@ -119,6 +119,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "envkit resolve --driver 535.104.05 --gpu sm_90 --python 3.11 --explain",
         "envkit resolve --cuda 12 --channel conda --json",
         "envkit resolve --no-gpu -q",
+        "envkit resolve --driver 550.54.15 --gpu H100 --with flash-attn --with 'vllm>=0.6' --explain",
     ),
     "verify": (
         "envkit verify",
@@ -294,6 +295,18 @@ Cuda = Annotated[
     str,
     typer.Option("--cuda", metavar="CUDA", help="auto | cpu | 12.1 | cu121 | 12 (newest 12.x) | rocm6.2."),
 ]
+WithExt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--with",
+        metavar="EXT",
+        help="An extension with wheels for the build: flash-attn, 'vllm>=0.6', xformers, … (repeatable).",
+    ),
+]
+AllowBuild = Annotated[
+    bool,
+    typer.Option("--allow-build", help="Plan a source build of an extension where no wheel fits."),
+]
 ChannelOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -313,6 +326,8 @@ def _plan_flags(
     torch: Optional[str],
     cuda: str,
     channel: str,
+    extensions: Optional[list[str]] = None,
+    allow_build: bool = False,
 ) -> "PlanFlags":
     """The shared flags as one PlanFlags (checked when the request and target are made of it)."""
     from envkit.resolve.plan import PlanFlags
@@ -327,6 +342,8 @@ def _plan_flags(
         torch=torch,
         cuda=cuda,
         channel=channel,
+        extensions=tuple(extensions or ()),
+        allow_build=allow_build,
     )
 
 
@@ -426,6 +443,8 @@ def resolve(
     platform: PlatformOpt = None,
     python: PlanPython = None,
     env: PlanEnv = None,
+    with_ext: WithExt = None,
+    allow_build: AllowBuild = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Same as --explain: what was passed over, and why.")
     ] = False,
@@ -447,6 +466,8 @@ def resolve(
         torch=torch,
         cuda=cuda,
         channel=channel or "pip",
+        extensions=with_ext,
+        allow_build=allow_build,
     )
     plan = make_plan(System(), flags)
     if json_out:
@@ -800,6 +821,8 @@ def spec(
     platform: PlatformOpt = None,
     python: PlanPython = None,
     env: PlanEnv = None,
+    with_ext: WithExt = None,
+    allow_build: AllowBuild = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="With --check: every finding's detail.")
     ] = False,
@@ -821,6 +844,8 @@ def spec(
         torch=torch,
         cuda=cuda,
         channel=channel or "pip",  # the format decides (commands.spec checks --channel agrees)
+        extensions=with_ext,
+        allow_build=allow_build,
     )
     if list_templates:
         from envkit.render.spec import render_templates
@@ -916,6 +941,8 @@ def create(
     platform: PlatformOpt = None,
     python: PlanPython = None,
     env: PlanEnv = None,
+    with_ext: WithExt = None,
+    allow_build: AllowBuild = False,
     verbose: Verbose = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No plan or live progress on stderr (errors still show).")
@@ -937,6 +964,8 @@ def create(
         torch=torch,
         cuda=cuda,
         channel=channel or "pip",
+        extensions=with_ext,
+        allow_build=allow_build,
     )
     request = CreateRequest(name, prefix, template, flags, backend, tuple(mirror or ()), wheelhouse, offline)
     system = System()
@@ -994,6 +1023,8 @@ def lock(
     platform: PlatformOpt = None,
     python: PlanPython = None,
     env: PlanEnv = None,
+    with_ext: WithExt = None,
+    allow_build: AllowBuild = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No conda-lock progress or notes on stderr.")
     ] = False,
@@ -1015,6 +1046,8 @@ def lock(
         torch=torch,
         cuda=cuda,
         channel=channel or "conda",  # a conda lock: prepare_lock refuses --channel pip
+        extensions=with_ext,
+        allow_build=allow_build,
     )
     system = System()
     job = prepare_lock(

@@ -9,6 +9,7 @@ from envkit.detect.pyenv import select_interpreter
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge, variant_cuda
 from envkit.resolve import Plan, Request, parse_cuda_request, parse_torch_spec, resolve
+from envkit.resolve.extensions import parse_extensions
 from envkit.resolve.plan import Channel, CudaKind, CudaRequest, PlanFlags
 from envkit.resolve.target import Target, target_from_facts, target_from_flags
 
@@ -28,11 +29,21 @@ def make_request(flags: PlanFlags, *, available: Optional[Available] = None) -> 
         raise InputError(f"--channel {flags.channel!r}: pip or conda") from None
     cuda = parse_cuda_request(flags.cuda)
     _check_cuda_exists(flags.cuda, cuda)
+    extensions = parse_extensions(flags.extensions)
+    if extensions and channel is Channel.CONDA:
+        raise InputError(
+            "--with installs extensions with pip: the conda route has no pip step for them",
+            hint="use --channel pip (or spec --format conda --pip-in-conda)",
+        )
+    if flags.allow_build and not extensions:
+        raise InputError("--allow-build applies to extensions (--with NAME): give one")
     return Request(
         torch=parse_torch_spec(flags.torch) if flags.torch else None,
         cuda=cuda,
         channel=channel,
         available=available,
+        extensions=extensions,
+        allow_build=flags.allow_build,
     )
 
 

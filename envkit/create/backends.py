@@ -8,6 +8,7 @@ into the installer's own environment variables, never its argv (``ps`` shows arg
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,9 @@ from envkit.detect.pyenv import conda_env_dirs, envkit_envs_dir
 from envkit.errors import InputError
 from envkit.redact import MASK, redact
 from envkit.resolve import Channel, Plan
+
+if TYPE_CHECKING:
+    from envkit.resolve.extensions import ExtensionPick
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -53,6 +57,8 @@ CONDA_FAMILY: Final = (Backend.MICROMAMBA, Backend.MAMBA, Backend.CONDA)  # auto
 # Installers download gigabytes (a CUDA torch is ~3 GB with its nvidia-* wheels).
 INSTALL_TIMEOUT_S: Final = 3600.0
 VENV_TIMEOUT_S: Final = 300.0
+# A source build of flash-attn takes about 2 h without ninja (its README); apex and xformers alike.
+BUILD_TIMEOUT_S: Final = 4 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -64,16 +70,21 @@ class Step:
     argv: tuple[str, ...]
     timeout: float
     env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # repr: it holds secrets
+    # Plain settings of a source build (MAX_JOBS, TORCH_CUDA_ARCH_LIST): shown as they are.
+    settings: tuple[tuple[str, str], ...] = ()
 
     def shown(self) -> str:
         """The command as a shell would run it, ``NAME=value`` first, redacted: ``env`` holds only
         credentials, so a value redact() leaves alone (a user name) is ``***`` too."""
-        assigned = [f"{name}={_quote(v) if redact(v) != v else MASK}" for name, v in self.env]
+        assigned = [f"{name}={_quote(v)}" for name, v in self.settings]
+        assigned += [f"{name}={_quote(v) if redact(v) != v else MASK}" for name, v in self.env]
         return redact(" ".join([*assigned, *(_quote(a) for a in self.argv)]))
 
     def child_env(self, base: Mapping[str, str]) -> Optional[dict[str, str]]:
-        """The child's whole environment: ``base`` plus ``env``; None (inherit) when ``env`` is empty."""
-        return {**base, **dict(self.env)} if self.env else None
+        """The child's whole environment: ``base`` plus ``settings`` and ``env``; None (inherit) when
+        both are empty."""
+        extra = (*self.settings, *self.env)
+        return {**base, **dict(extra)} if extra else None
 
 
 def _quote(arg: str) -> str:
@@ -247,6 +258,8 @@ def build_steps(
     wheelhouse: Optional[str] = None,
     offline: bool = False,
     placeholders: Sequence[tuple[str, str]] = (),
+    extra_options: Sequence[str] = (),
+    builds: Sequence[ExtensionPick] = (),
 ) -> tuple[Path, tuple[Step, ...]]:
     """The exact command lines of one backend: (the new interpreter, the steps). ``placeholders``:
     the values of the spec files' ``${ENVKIT_*}`` credentials (spec_pip.placeholder_values), for
@@ -269,19 +282,43 @@ def build_steps(
     if backend is Backend.UV:
         create = [exe, "venv", str(prefix), "--seed"] + (["--python", version] if version else [])
         install = [exe, "pip", "install", "--python", str(python), *torch_requirements, *index]
-        extra = [exe, "pip", "install", "--python", str(python), *extra_pip, "--constraint", constraints]
+        head = [exe, "pip", "install", "--python", str(python)]
+        extra = [*head, *extra_pip, "--constraint", constraints]
     else:
         create = [base_python(system, version), "-m", "venv", str(prefix)]
         install = [str(python), "-m", "pip", "install", *torch_requirements, *index]
-        extra = [str(python), "-m", "pip", "install", *extra_pip, "--constraint", constraints]
+        head = [str(python), "-m", "pip", "install"]
+        extra = [*head, *extra_pip, "--constraint", constraints]
     extra += _index_args(extra_index, wheelhouse=wheelhouse, offline=offline)
+    if not offline:
+        extra += extra_options
     installer = "uv" if backend is Backend.UV else "pip"
     steps = [
         Step("create the environment", tuple(create), VENV_TIMEOUT_S),
         _install_step(f"install torch {plan.torch}+{plan.variant}", install, installer),
     ]
     if extra_pip:
-        steps.append(_install_step("install the template's other packages", extra, installer))
+        what = "the extensions and other packages" if plan.extensions else "the template's other packages"
+        steps.append(_install_step(f"install {what} (torch held by constraints.txt)", extra, installer))
+    for pick in builds:
+        assert pick.build is not None
+        b = pick.build
+        settings = (*b.env, (b.arch_env or "TORCH_CUDA_ARCH_LIST", b.arch_list))
+        tail = [
+            "--constraint",
+            constraints,
+            *_index_args(extra_index, wheelhouse=wheelhouse, offline=offline),
+        ]
+        if b.requires:
+            steps.append(
+                _install_step(
+                    f"install what {pick.name}'s build needs", [*head, *b.requires, *tail], installer
+                )
+            )
+        argv = [*head, "--no-build-isolation", pick.requirement, *tail]
+        argv += [f"--config-settings={c}" for c in b.config_settings]
+        step = _install_step(f"build {pick.name} {pick.version} from source ({b.time})", argv, installer)
+        steps.append(dataclasses.replace(step, settings=settings, timeout=BUILD_TIMEOUT_S))
     return python, tuple(steps)
 
 

@@ -27,7 +27,7 @@ from envkit.knowledge.mirrors import MirrorKind
 from envkit.mirrors.choose import pip_args
 from envkit.resolve.available import Available, read_wheelhouse
 from envkit.resolve.plan import PlanFlags
-from envkit.specs.pip import pip_source, placeholder_values
+from envkit.specs.pip import extension_specs, pip_source, placeholder_values
 from envkit.specs.render import render_specs, spec_mirrors
 from envkit.specs.template import Template, builtin_dir, load_template
 
@@ -194,6 +194,9 @@ def lay_out(system: System, request: CreateRequest, template: Template, fmt: str
     # nothing can swap the build (a dependency that pins another torch then fails loudly).
     spec_files["constraints.txt"] = "\n".join(pins) + "\n"
     extra_index = list(pip_args(pypi_mirror, plan.variant, reveal_credentials=True)) if pypi_mirror else []
+    # The extensions' wheels join the packages installed with torch held (constraints.txt), so that
+    # pip fails rather than replaces the planned torch; source builds are steps of their own.
+    ext_requirements, ext_options, _notes = extension_specs(plan, offline=request.offline)
     staging = prefix.with_name(f".{prefix.name}.envkit-spec")
     python, steps = build_steps(
         system,
@@ -202,7 +205,7 @@ def lay_out(system: System, request: CreateRequest, template: Template, fmt: str
         prefix=prefix,
         plan=plan,
         torch_requirements=pins,
-        extra_pip=(*template.packages, *template.pip_packages),
+        extra_pip=(*template.packages, *template.pip_packages, *ext_requirements),
         staging=staging,
         spec_files=spec_files,
         torch_index=source.argv(),
@@ -210,6 +213,8 @@ def lay_out(system: System, request: CreateRequest, template: Template, fmt: str
         wheelhouse=str(Path(request.wheelhouse).absolute()) if request.wheelhouse else None,
         offline=request.offline,
         placeholders=placeholder_values(by_kind.get(MirrorKind.TORCH_WHEELS), pypi_mirror),
+        extra_options=ext_options,
+        builds=[p for p in plan.extensions if p.build is not None],
     )
     notes = [f"template {template.name} ({template.source})"]
     return Installation(

@@ -217,6 +217,18 @@ def render_plan(plan: Plan, console: Console, *, explain: bool = False) -> None:
         console.print(Text(f"  {plan.conda_command()}", style="cyan"))
     else:
         console.print(Text(f"  {plan.pip_command()}", style="cyan"))
+    for pick in plan.extensions:
+        what = "built from source" if pick.build is not None else pick.file or pick.requirement
+        line = Text(f"  {pick.name} ")
+        line.append(f"{pick.version}", style="bold green")
+        line.append(f" · {what}")
+        if pick.sha256:
+            line.append(f" · sha256 {pick.sha256[:16]}…", style="dim")
+        console.print(line)
+    command = plan.extension_command()
+    if command is not None:
+        console.print(Text(f"  {command}", style="cyan"))
+        console.print(Text(f"  (constraints.txt: {' '.join(plan.requirements())})", style="dim"))
     for warning in plan.warnings:
         console.print(Text(f"  ! {warning}", style="yellow"))
     for note in plan.notes:

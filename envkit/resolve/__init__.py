@@ -20,12 +20,14 @@ monotonic: a newer driver never gets an older variant. Variants pytorch.org does
 from __future__ import annotations
 
 import copy
+import dataclasses
 import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Optional, Union
 
 from envkit.errors import NoBuildError, RejectedBuild, WayOut
 from envkit.knowledge import Knowledge, Release, variant_cuda
+from envkit.resolve import extensions as ext_rule
 from envkit.resolve import rules
 from envkit.resolve.plan import (
     PLAN_SCHEMA,
@@ -74,6 +76,7 @@ RULES: Final = (
     "gpu_driver",
     "driver",
     "arch",
+    "extension",
 )
 
 
@@ -204,6 +207,10 @@ class _Evaluator:
             driver_fail, risk, needed = self._driver(cuda)
             failures += driver_fail
             failures += self._arch(release, variant)
+        if req.extensions:
+            failures += ext_rule.candidate_failures(
+                release, variant, t, req.extensions, allow_build=req.allow_build
+            )
         ordered = tuple(sorted(failures, key=lambda f: RULES.index(f[0])))
         return _Candidate(release, variant, route, ordered, risk, needed)
 
@@ -325,7 +332,19 @@ _ANSWERS_MAX: Final = 512
 
 
 def resolve(k: Knowledge, target: Target, request: Request) -> Plan:
-    """Pick the torch build for ``target``; NoBuildError says why none fits and what would."""
+    """Pick the torch build for ``target``; NoBuildError says why none fits and what would.
+
+    With extensions and ``allow_build``, a build with wheels for every extension comes first: source
+    builds are planned only where none has them."""
+    if request.extensions and request.allow_build:
+        try:
+            return resolve(k, target, dataclasses.replace(request, allow_build=False))
+        except NoBuildError:
+            pass
+    return _remembered(k, target, request)
+
+
+def _remembered(k: Knowledge, target: Target, request: Request) -> Plan:
     key = (id(k), target, request, repr(target), repr(request))
     try:
         found = _ANSWERS.get(key)
@@ -366,8 +385,12 @@ def _resolve(k: Knowledge, target: Target, request: Request) -> Plan:
                     rejected.append(Rejection(c.name, c.failures[0][1]))
                 elif c in fitting and _newer_variant(c, chosen):
                     rejected.append(Rejection(c.name, _passed_over(c)))
-            return _plan(k, target, request, chosen, rejected)
+            plan = _plan(k, target, request, chosen, rejected)
+            return ext_rule.with_extensions(plan, chosen.release, chosen.variant, request)
     summary, reasons = _no_build_reasons(target, request, admitted, candidates)
+    if request.extensions:
+        machine = [(c.release, c.variant) for c in admitted if {r for r, _ in c.failures} == {"extension"}]
+        summary = ext_rule.conflict(summary, machine, target, request)
     ways = _ways_out(candidates, target, request, evaluator.branch_needed)
     raise NoBuildError(summary, rejected=reasons, ways_out=ways)
 
@@ -478,7 +501,7 @@ def _no_build_reasons(
         if cand in missing:
             continue
         rule, reason = cand.failures[0]
-        key = reason if rule in ("driver", "gpu_driver", "python", "jetson") else cand.name
+        key = reason if rule in ("driver", "gpu_driver", "python", "jetson", "extension") else cand.name
         if key not in seen:
             seen.add(key)
             reasons.append(RejectedBuild(cand.name, rule, reason))
@@ -555,6 +578,8 @@ def _ways_out(
         cand = only["available"]
         text = f"put torch {cand.name}'s wheel in {request.available.where} (it fits the target)"
         ways.append(WayOut("available", text, candidate=cand.name))
+    if "extension" in only:
+        ways.append(ext_rule.way_out(only["extension"].name, target, request))
     if "arch" in only and not ways:
         ways.append(WayOut("arch", "no wheel of the requested releases has code for these GPUs"))
     if request.cuda.kind is not CudaKind.CPU and target.has_nvidia and "cuda" not in only:

@@ -17,11 +17,17 @@ from envkit._serial import StrEnum
 from envkit.errors import InputError
 from envkit.knowledge import variant_cuda
 from envkit.resolve.available import Available
+from envkit.resolve.extensions import ExtensionPick, ExtensionRequest
 from envkit.resolve.target import Target
 from envkit.versions import Version, parse_spec
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+
+def _quoted(requirement: str) -> str:
+    return f'"{requirement}"' if any(c in requirement for c in " <>;@*") else requirement
+
 
 __all__ = [
     "PLAN_SCHEMA",
@@ -134,7 +140,8 @@ def parse_torch_spec(text: str) -> SpecifierSet:
 @dataclass(frozen=True, init=False)
 class PlanFlags:
     """What the command line says about the target machine and the wanted build, as typed
-    (``--driver --gpu --no-gpu --platform --python --env --torch --cuda --channel``); checked when
+    (``--driver --gpu --no-gpu --platform --python --env --torch --cuda --channel --with
+    --allow-build``); checked when
     a request and a target are made of it (envkit.commands.resolve).
 
     Keyword-only: nine fields, most of them optional strings, where a positional slip would swap
@@ -151,6 +158,8 @@ class PlanFlags:
     torch: Optional[str]
     cuda: str
     channel: str
+    extensions: tuple[str, ...]  # --with, as typed
+    allow_build: bool
 
     def __init__(
         self,
@@ -164,6 +173,8 @@ class PlanFlags:
         torch: Optional[str] = None,
         cuda: str = "auto",
         channel: str = "pip",
+        extensions: Sequence[str] = (),
+        allow_build: bool = False,
     ) -> None:
         # What a frozen dataclass's generated __init__ does: the record is still being built.
         setattr_ = object.__setattr__
@@ -176,6 +187,8 @@ class PlanFlags:
         setattr_(self, "torch", torch)
         setattr_(self, "cuda", cuda)
         setattr_(self, "channel", channel)
+        setattr_(self, "extensions", tuple(extensions))
+        setattr_(self, "allow_build", allow_build)
 
 
 @dataclass(frozen=True)
@@ -185,6 +198,9 @@ class Request:
     channel: Channel = Channel.PIP
     # Only the builds a local source holds (create --wheelhouse / --offline); None: any published one.
     available: Optional[Available] = None
+    # --with: extensions that must have a wheel (or, with allow_build, a source build) for the build.
+    extensions: tuple[ExtensionRequest, ...] = ()
+    allow_build: bool = False
 
     def __post_init__(self) -> None:
         # A plain "conda" must not be taken for pip where the resolver asks `is Channel.CONDA`.
@@ -222,6 +238,8 @@ class Plan:
     target: Target
     # What the plan was made among (create --wheelhouse: "the wheelhouse DIR holds torch 2.13.0+cpu").
     notes: tuple[str, ...] = ()
+    # The extensions asked for (--with), each with its wheel or build.
+    extensions: tuple[ExtensionPick, ...] = ()
 
     @property
     def candidate(self) -> str:
@@ -244,6 +262,29 @@ class Plan:
         if self.index_url:
             parts.append(f"--index-url {self.index_url}")
         return " ".join(parts)
+
+    def extension_command(self, pip: str = "pip") -> Optional[str]:
+        """The second install step: the extensions, with torch held to the plan by a constraints
+        file (``constraints.txt`` holds ``requirements()``'s torch pins), so that pip fails rather
+        than replaces torch; builds that import torch get --no-build-isolation."""
+        if not self.extensions:
+            return None
+        steps = []
+        for isolated in (True, False):
+            picks = [p for p in self.extensions if p.no_build_isolation is not isolated]
+            if not picks:
+                continue
+            parts = [
+                f"{pip} install",
+                *(_quoted(p.requirement) for p in picks),
+                "--constraint constraints.txt",
+            ]
+            parts += sorted({f"--find-links {p.index}" for p in picks if p.where == "find-links" and p.index})
+            parts += sorted({f"--extra-index-url {p.index}" for p in picks if p.where == "index" and p.index})
+            if not isolated:
+                parts.append("--no-build-isolation")
+            steps.append(" ".join(parts))
+        return " && ".join(steps)
 
     def conda_command(self, tool: str = "conda") -> Optional[str]:
         if self.conda is None:
@@ -272,7 +313,12 @@ class Plan:
                 "dependencies": list(self.conda.dependencies),
                 "route": self.conda.route.value,
             },
-            "commands": {"pip": self.pip_command(), "conda": self.conda_command()},
+            "commands": {
+                "pip": self.pip_command(),
+                "conda": self.conda_command(),
+                "extensions": self.extension_command(),
+            },
+            "extensions": [p.to_json() for p in self.extensions],
             "warnings": list(self.warnings),
             "rejected": [{"candidate": r.candidate, "reason": r.reason} for r in self.rejected],
             "notes": list(self.notes),

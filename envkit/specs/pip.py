@@ -33,6 +33,7 @@ __all__ = [
     "PYPI_URL",
     "PipSource",
     "comment",
+    "extension_specs",
     "file_url",
     "header",
     "pip_source",
@@ -74,6 +75,8 @@ class PipSource:
     extras: tuple[str, ...]  # the template's other pip requirements
     notes: tuple[str, ...]  # why, one comment line each
     secrets: tuple[str, ...]  # environment variables the file's URLs expect
+    # The extensions' own pages: --find-links data.pyg.org/whl/…, --extra-index-url …/whl/cu118.
+    ext_options: tuple[str, ...] = ()
 
     def argv(self) -> list[str]:
         """pip's options for installing torch and its companions from here."""
@@ -84,7 +87,7 @@ class PipSource:
             args += ["--find-links", self.torch_links]
         if self.extra_index:
             args += ["--extra-index-url", self.extra_index]
-        return args
+        return args + list(self.ext_options)
 
     def options(self) -> list[str]:
         """requirements.txt option lines: the same options, one per line."""
@@ -216,6 +219,52 @@ def pip_source(
     return PipSource(url, None, name, None, extra, pins, extras, tuple(notes), tuple(secrets))
 
 
+def extension_specs(
+    plan: Plan, *, offline: bool = False
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(requirements, pip options, comment lines) for the plan's extensions: each wheel by its exact
+    URL with its sha256 where the source publishes one (pip checks it), or pinned from its
+    find-links page / index; ``offline``: pinned by version (the wheelhouse holds them). A source
+    build is not a requirement line: it needs --no-build-isolation, which pip takes for a whole
+    run, so it is a comment with the command (envkit create runs it as its own step)."""
+    requirements: list[str] = []
+    options: list[str] = []
+    notes: list[str] = []
+    for pick in plan.extensions:
+        if pick.build is not None:
+            b = pick.build
+            env = " ".join(f"{k}={v}" for k, v in b.env)
+            arch = f"{b.arch_env or 'TORCH_CUDA_ARCH_LIST'}={b.arch_list}"
+            notes += [
+                (
+                    f"{pick.name} {pick.version} has no wheel for torch {plan.torch}+{plan.variant}: "
+                    f"build it after this file, with {b.nvcc}, {b.compiler} ({b.time}):"
+                ),
+                f"  {env} {arch} pip install {' '.join(b.requires)} && {env} {arch} pip install "
+                f"--no-build-isolation '{pick.requirement}'".replace("  ", " ").replace("# ", "#  "),
+            ]
+            continue
+        if offline:
+            requirements.append(f"{pick.name}=={pick.version}")
+            continue
+        requirements.append(pick.requirement)
+        if pick.where == "find-links" and pick.index:
+            options += ["--find-links", pick.index]
+        elif pick.where == "index" and pick.index and pick.index != plan.index_url:
+            options += ["--extra-index-url", pick.index]
+    if requirements and not offline:
+        notes.append(
+            "Extensions: "
+            + ", ".join(f"{p.name} {p.version}" for p in plan.extensions if p.build is None)
+            + f" (wheels for torch {plan.torch}+{plan.variant}; a URL's #sha256= is checked by pip)."
+        )
+    deduped: list[str] = []
+    for i in range(0, len(options), 2):
+        if options[i : i + 2] not in [deduped[j : j + 2] for j in range(0, len(deduped), 2)]:
+            deduped += options[i : i + 2]
+    return tuple(requirements), tuple(deduped), tuple(notes)
+
+
 def pypi_source(extras: tuple[str, ...], pypi_mirror: Optional[Mirror] = None) -> PipSource:
     """Only ``extras``, from PyPI or its mirror: the ``pip:`` section of a conda environment whose torch
     comes from conda (pip sees that torch as installed and leaves it alone)."""
@@ -246,6 +295,9 @@ def regen_command(
         parts.append("--no-gpu")
     if pip_in_conda:
         parts.append("--pip-in-conda")
+    parts += [f"--with '{p.name}=={p.version}'" for p in plan.extensions]
+    if any(p.build is not None for p in plan.extensions):
+        parts.append("--allow-build")
     parts += [f"--mirror {m.name}" for m in mirrors if m.name != "url"]
     return " ".join(parts)
 

@@ -31,6 +31,7 @@ from envkit.specs.container import (
 )
 from envkit.specs.pip import (
     GENERATED_MARK,
+    extension_specs,
     pip_source,
     pypi_source,
     regen_command,
@@ -84,7 +85,18 @@ def spec_flags(template: Template, flags: PlanFlags, fmt: str, *, pip_in_conda: 
     if python is None and flags.env_name is None and template.python is not None:
         python = str(template.python)
     channel = "conda" if fmt in CONDA_FORMATS and not pip_in_conda else "pip"
-    return dataclasses.replace(flags, torch=",".join(ranges) or None, python=python, channel=channel)
+    # The command line's --with wins over the template's entry for the same extension.
+    given = {_ext_name(e) for e in flags.extensions}
+    extensions = (*flags.extensions, *(e for e in template.extensions if _ext_name(e) not in given))
+    return dataclasses.replace(
+        flags, torch=",".join(ranges) or None, python=python, channel=channel, extensions=extensions
+    )
+
+
+def _ext_name(text: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return canonicalize_name(re.split(r"[\s\[<>=!~;@]", text.strip(), maxsplit=1)[0])
 
 
 def _kind(value: str) -> tuple[str, str]:
@@ -153,6 +165,8 @@ def render_specs(
             hint="add --pip-in-conda to install torch with pip from that mirror, or give a conda mirror",
         )
     extras = tuple(template.pip_packages) if native_conda else (*template.packages, *template.pip_packages)
+    ext_requirements, ext_options, ext_notes = extension_specs(plan)
+    extras = (*extras, *ext_requirements)
     if native_conda:
         source = pypi_source(extras, mirrors.get("pypi"))
     else:
@@ -164,6 +178,7 @@ def render_specs(
             pypi_mirror=mirrors.get("pypi"),
             extras=extras,
         )
+    source = dataclasses.replace(source, ext_options=ext_options, notes=source.notes + ext_notes)
     if fmt == "pip":
         return {"requirements.txt": render_requirements(plan, template, source, regen)}
     if fmt in CONTAINER_FORMATS:

@@ -21,6 +21,7 @@ import envkit
 from envkit._files import parse_toml, read_text
 from envkit.errors import InputError
 from envkit.resolve import parse_torch_spec
+from envkit.resolve.extensions import parse_extensions
 from envkit.versions import Version
 
 __all__ = [
@@ -45,6 +46,7 @@ _FIELDS: Final = (
     "pip_packages",
     "conda_channels",
     "base",
+    "extensions",
 )
 # The base images a template may ask of --format docker/apptainer (envkit.knowledge.containers.ImageKind).
 BASES: Final = ("cuda-runtime", "pytorch", "ngc")
@@ -120,6 +122,7 @@ class Template:
     pip_packages: tuple[str, ...] = ()
     conda_channels: tuple[str, ...] = ()
     base: Optional[str] = None  # --format docker/apptainer: "cuda-runtime" | "pytorch" | "ngc"
+    extensions: tuple[str, ...] = ()  # flash-attn, "vllm>=0.6": resolved with torch (--with)
     source: str = ""  # the file it was read from
     builtin: bool = False  # shipped with envkit (named, not given by path)
 
@@ -284,6 +287,13 @@ def _template(path: Path, data: dict[str, Any], *, builtin: bool) -> Template:
         raise r.fail("base", " or ".join(f'"{b}"' for b in BASES))
     description = r.text("description", required=True)
     assert description is not None
+    extensions = r.strings("extensions")
+    try:
+        parse_extensions(extensions, option="extensions:")
+    except InputError as exc:
+        raise r.fail(
+            "extensions", f"extensions envkit knows, with ranges that hold a release ({exc.message})"
+        ) from None
     return Template(
         name=name,
         description=description,
@@ -296,6 +306,7 @@ def _template(path: Path, data: dict[str, Any], *, builtin: bool) -> Template:
         pip_packages=pip_packages,
         conda_channels=channels,
         base=base,
+        extensions=extensions,
         source=str(path),
         builtin=builtin,
     )

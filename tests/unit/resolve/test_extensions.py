@@ -1,0 +1,107 @@
+"""resolve with extensions (--with): the newest torch build with a wheel of each, the exact wheel,
+the reasons, the conflict paragraph, source builds only with --allow-build, and bad --with values.
+
+The facts are the knowledge base's rows (flash-attn: Dao-AILab/flash-attention publish.yml and
+setup.py at each tag, cited per row)."""
+
+from __future__ import annotations
+
+import pytest
+
+from envkit.errors import InputError, NoBuildError
+from envkit.knowledge import load_knowledge
+from envkit.resolve import Request, resolve
+from envkit.resolve.extensions import parse_extensions
+from envkit.resolve.target import GpuTarget, Target
+from envkit.versions import ComputeCapability, NvVersion, Version
+
+K = load_knowledge()
+
+
+def target(driver: str = "550.54.15", cc: tuple[int, int] = (9, 0), python: str = "3.11") -> Target:
+    return Target(
+        platform="linux-x86_64",
+        driver=NvVersion(driver),
+        gpus=(GpuTarget(ComputeCapability(*cc)),),
+        python=Version(python),
+    )
+
+
+def with_(*texts: str, allow_build: bool = False, torch: str = "") -> Request:
+    from packaging.specifiers import SpecifierSet
+
+    return Request(
+        torch=SpecifierSet(torch) if torch else None,
+        extensions=parse_extensions(texts),
+        allow_build=allow_build,
+    )
+
+
+def test_flash_attn_takes_the_newest_torch_it_has_wheels_for() -> None:
+    plan = resolve(K, target(), with_("flash-attn"))
+    # flash-attn 2.8.3.post1's wheels stop at torch 2.8 (publish.yml@a8aa52b1ab3e); R550 runs 12.x.
+    assert plan.candidate == "2.8.0+cu126"
+    (pick,) = plan.extensions
+    assert (pick.name, str(pick.version), pick.where) == ("flash-attn", "2.8.3.post1", "url")
+    assert pick.file == "flash_attn-2.8.3.post1+cu12torch2.8cxx11abiTRUE-cp311-cp311-linux_x86_64.whl"
+    assert pick.url == (
+        "https://github.com/Dao-AILab/flash-attention/releases/download/v2.8.3.post1/" + str(pick.file)
+    )
+    assert pick.requirement == f"flash-attn @ {pick.url}"
+    data = plan.to_json()
+    assert data["extensions"][0]["sha256"] is None  # GitHub assets: no published sha256
+    assert "--constraint constraints.txt" in data["commands"]["extensions"]
+    reasons = {r.candidate: r.reason for r in plan.rejected}
+    assert "has no wheel for torch 2.14" in reasons["2.14.1+cu126"]
+
+
+def test_the_abi_of_the_torch_build_picks_the_wheel() -> None:
+    # torch 2.6.0's PyPI-default cu124 wheels use the old ABI, its cu126 ones the C++11 ABI.
+    for cuda, abi in (("cu124", "FALSE"), ("cu126", "TRUE")):
+        from envkit.resolve.plan import parse_cuda_request
+        from packaging.specifiers import SpecifierSet
+
+        request = Request(
+            torch=SpecifierSet("==2.6.0"),
+            cuda=parse_cuda_request(cuda),
+            extensions=parse_extensions(["flash-attn"]),
+        )
+        (pick,) = resolve(K, target(driver="560.35.03"), request).extensions
+        assert f"torch2.6cxx11abi{abi}-cp311" in str(pick.file)
+
+
+def test_an_old_gpu_gets_the_conflict_paragraph_and_no_build_way_out() -> None:
+    with pytest.raises(NoBuildError) as caught:
+        resolve(K, target(cc=(7, 5)), with_("flash-attn"))
+    text = caught.value.message
+    assert "flash-attn supports compute capability 8.0 and newer; sm_75 is older" in text
+    assert "leave flash-attn out" in text and "--allow-build" not in text
+
+
+def test_no_wheel_for_the_torch_asked_for_says_so_and_allow_build_plans_the_build() -> None:
+    with pytest.raises(NoBuildError) as caught:
+        resolve(K, target(), with_("flash-attn", torch="==2.14.1"))
+    assert "--allow-build" in caught.value.message + caught.value.hint
+    plan = resolve(K, target(), with_("flash-attn", torch="==2.14.1", allow_build=True))
+    (pick,) = plan.extensions
+    assert pick.where == "build" and pick.build is not None and pick.no_build_isolation
+    assert pick.build.arch_env == "FLASH_ATTN_CUDA_ARCHS" and pick.build.arch_list == "90"
+    assert "CUDA 12.x" in pick.build.nvcc and "64-core" in pick.build.time
+    assert any("built from source" in w for w in plan.warnings)
+
+
+def test_allow_build_still_prefers_wheels() -> None:
+    plan = resolve(K, target(), with_("flash-attn", allow_build=True))
+    assert plan.candidate == "2.8.0+cu126" and plan.extensions[0].build is None
+
+
+def test_bad_with_values_are_input_errors() -> None:
+    with pytest.raises(InputError) as caught:
+        parse_extensions(["flash_atn"])
+    assert "flash-attn" in caught.value.hint
+    with pytest.raises(
+        InputError, match=r"no flash-attn release is ==9\.1; the releases envkit knows: 2\.8\.3"
+    ):
+        parse_extensions(["flash-attn==9.1"])
+    with pytest.raises(InputError, match="given twice"):
+        parse_extensions(["flash-attn", "flash_attn>=2"])
