@@ -154,6 +154,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "envkit create pt2 --prefix /opt/envs/pt2 --wheelhouse wheels/ --offline --no-gpu",
     ),
     "lock": ("envkit lock pt2 --driver 535.104.05 --lock-platform linux-64 --lock-platform linux-aarch64",),
+    "check": (
+        "envkit check --project .",
+        "envkit check --project ~/src/app --gpu H100 --driver 550.54.15 --platform linux-x86_64",
+    ),
     "add": (
         "envkit add torch torchvision --gpu H100 --driver 550.54.15",
         "envkit add torch --project ~/src/app --platform linux-x86_64 --platform macos-arm64 --dry-run",
@@ -1153,6 +1157,50 @@ def add(
 
     render_added(added, stdout, stderr, quiet=quiet)
     return 0
+
+
+@app.command(epilog=_examples("check"))
+def check(
+    project: Annotated[
+        str, typer.Option("--project", metavar="DIR", help="The project folder (or one manifest file).")
+    ] = ".",
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the envkit.spec-check/1 JSON on stdout.")
+    ] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
+    torch: TorchSpec = None,
+    cuda: Cuda = "auto",
+    driver: Driver = None,
+    gpu: Gpu = None,
+    no_gpu: NoGpu = False,
+    platform: Platforms = None,
+    python: PlanPython = None,
+    env: PlanEnv = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Every finding's detail.")] = False,
+) -> int:
+    """Whether the project as written gets a torch that runs here (or on the target flags)."""
+    from envkit.commands.check import check_project
+    from envkit.system import System
+
+    flags = _plan_flags(
+        driver=driver,
+        gpu=gpu,
+        no_gpu=no_gpu,
+        platform=None,
+        python=python,
+        env=env,
+        torch=torch,
+        cuda=cuda,
+        channel="pip",
+    )
+    checked = check_project(System(), project, flags, platforms=platform or (), strict=strict)
+    if json_out:
+        print_json(checked.to_json())
+    else:
+        from envkit.render.console import render_checks
+
+        render_checks(checked.results, stdout, title=f"envkit check --project {project}", verbose=verbose)
+    return checked.exit_code
 
 
 # When this process started, on time.monotonic()'s clock: set by main() (a process started to run

@@ -254,11 +254,24 @@ def _pytorch_image_plan(
     raise missing
 
 
+def _project_manifest(path: str) -> bool:
+    """Whether ``path`` is a manifest only envkit.project reads (pyproject.toml, pixi.toml)."""
+    name = Path(path).name
+    return path != "-" and name in ("pyproject.toml", "pixi.toml") and Path(path).is_file()
+
+
 def check(system: System, path: str, flags: PlanFlags, *, strict: bool = False) -> SpecCheck:
-    """Check an environment.yml or requirements.txt against the knowledge base and the target."""
+    """Check an environment.yml, requirements.txt, container file or project manifest (uv or
+    Poetry pyproject.toml, pixi.toml) against the knowledge base and the target."""
     from envkit.commands.resolve import make_target
     from envkit.knowledge import load_knowledge
     from envkit.specs.check import check_spec
 
+    if _project_manifest(path):  # a pyproject.toml or pixi.toml: what the project installs
+        from envkit.commands.check import check_project
+
+        platforms = (flags.platform,) if flags.platform else ()
+        checked = check_project(system, path, dataclasses.replace(flags, platform=None), platforms=platforms)
+        return SpecCheck(path, checked.results, strict)
     results = check_spec(path, load_knowledge(), make_target(system, flags))
     return SpecCheck(path, tuple(results), strict)

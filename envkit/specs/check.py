@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from envkit.knowledge import Knowledge, Release
     from envkit.resolve.target import Target
     from envkit.specs.intent import SpecIntent
-    from envkit.specs.read import Pin
+    from envkit.specs.read import Pin, SpecFile
 
-__all__ = ["CHECK_IDS", "check_spec"]
+__all__ = ["CHECK_IDS", "check_spec", "check_specfile"]
 
 CHECK_IDS: Final = (
     "spec.cudatoolkit",
@@ -363,5 +363,11 @@ def check_spec(path: Union[str, Path], knowledge: Knowledge, target: Target) -> 
         text = read_text(str(path))
         if container_kind(Path(path), text) is not None:
             return check_container(read_container(Path(path), text), knowledge, target)
-    it = intent_of(read_spec(Path(path)), knowledge, target)
+    return check_specfile(read_spec(Path(path)), knowledge, target)
+
+
+def check_specfile(spec: SpecFile, knowledge: Knowledge, target: Target) -> list[CheckResult]:
+    """The CHECK_IDS results of a spec already read: a file's, or what a project manifest installs
+    on one platform (envkit.project reads pyproject.toml and pixi.toml into the same SpecFile)."""
+    it = intent_of(spec, knowledge, target)
     return [check(it) for check in (_cuda_packages, _channel, _companions, _driver, _arch, _mirror)]

@@ -1,0 +1,52 @@
+"""``envkit check --project`` (and ``spec --check`` on a pyproject.toml): the project as written,
+judged for the target by spec --check's own checks, each failure's fix led by the ``envkit add``
+that makes it right; after that add, nothing it can fix is left."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.unit.test_bad_input import envkit
+
+from .conftest import H100
+from .test_edits import UV_INIT
+
+
+def _checks(result: object) -> dict[str, dict[str, str]]:
+    data = json.loads(result.stdout)  # type: ignore[attr-defined]
+    assert data["schema"] == "envkit.spec-check/1"
+    return {c["id"]: c for c in data["checks"]}
+
+
+def test_pypi_torch_for_a_driver_550_fails_and_add_is_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("numpy\ntorch>=2.4\n", encoding="utf-8")
+    result = envkit("check", "--project", str(tmp_path), *H100, "--platform", "linux-x86_64", "--json")
+    assert result.exit_code == 1, result.stderr
+    driver = _checks(result)["spec.driver"]
+    assert driver["status"] == "fail" and "cannot run CUDA 13" in driver["summary"]
+    assert driver["fix"].startswith(f"envkit add torch --project {tmp_path} --driver 550.54.15 --gpu H100")
+
+    assert envkit("add", "--project", str(tmp_path), *H100, "--platform", "linux-x86_64").exit_code == 0
+    after = envkit("check", "--project", str(tmp_path), *H100, "--platform", "linux-x86_64", "--json")
+    assert after.exit_code == 0, after.stdout
+    checks = _checks(after)
+    assert checks["spec.driver"]["status"] == "warn"  # 550 runs CUDA 12.6 by minor-version compatibility
+    assert "envkit add" not in checks["spec.driver"]["fix"]  # the project asks for the plan: the driver is the fix
+
+
+def test_spec_check_reads_a_uv_pyproject_per_platform(tmp_path: Path) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_text(UV_INIT.replace('"numpy>=1.26",', '"torch==2.14.1",'), encoding="utf-8")
+    assert envkit("add", "--project", str(path), *H100, "--platform", "linux-x86_64").exit_code == 0
+    linux = _checks(envkit("spec", "--check", str(path), *H100, "--platform", "linux-x86_64", "--json"))
+    assert linux["spec.channel"]["status"] == "pass" and linux["spec.arch"]["status"] == "pass"
+    mac = _checks(envkit("spec", "--check", str(path), "--python", "3.11", "--platform", "macos-arm64", "--json"))
+    assert mac["spec.driver"]["summary"].endswith("the CPU build needs no driver")  # PyPI's, not the cu126 index
+
+
+def test_a_project_without_torch_says_so(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(UV_INIT, encoding="utf-8")
+    result = envkit("check", "--project", str(tmp_path), *H100, "--json")
+    assert result.exit_code == 0
+    assert _checks(result)["project.torch"]["fix"].startswith("envkit add torch")
