@@ -67,45 +67,90 @@ def _too_big(label: str, size: int, hint: str) -> InputError:
     )
 
 
-def read_bytes(path: str, *, label: Optional[str] = None, hint: str = "") -> bytes:
+def read_bytes(
+    path: str, *, label: Optional[str] = None, hint: str = "", deadline: Optional[float] = None
+) -> bytes:
     """The bytes of a file a user named (``-``: standard input); InputError, prefixed ``label`` (the
-    path by default), when it cannot be read or is larger than MAX_INPUT_BYTES."""
+    path by default), when it cannot be read, is larger than MAX_INPUT_BYTES, or has not ended by
+    ``deadline`` (time.monotonic(); None: wait as long as it takes). A FIFO with no writer, a slow
+    pipe or a terminal waits no longer than that."""
     label = label or path
     try:
-        raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1) if path == "-" else _read_file(path, label, hint)
+        raw = _read_stdin(label, hint, deadline) if path == "-" else _read_file(path, label, hint, deadline)
     except OSError as exc:
-        raise InputError(f"{label}: cannot read it ({exc.strerror or exc})", hint=hint) from None
+        raise InputError(f"{label}: cannot read it ({_why(exc)})", hint=hint) from None
     if len(raw) > MAX_INPUT_BYTES:
         raise _too_big(label, len(raw), hint)
     return raw
 
 
-def _read_file(path: str, label: str, hint: str) -> bytes:
+def _read_stdin(label: str, hint: str, deadline: Optional[float]) -> bytes:
+    stream = sys.stdin
+    if stream is None:  # started with stdin closed (`<&-`): Python leaves sys.stdin None
+        raise InputError(f"{label}: standard input is closed; nothing to read", hint=hint)
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):  # a stream without a descriptor (a test's BytesIO)
+        return stream.buffer.read(MAX_INPUT_BYTES + 1)
+    # The descriptor, not sys.stdin.buffer: a read abandoned at the deadline must not hold the
+    # buffer's lock (the interpreter's exit would wait on it), and poll() needs the descriptor.
+    return _read_rest(fd, b"", label, hint, deadline)
+
+
+def _read_file(path: str, label: str, hint: str, deadline: Optional[float]) -> bytes:
     # os.open/os.read rather than open(): no buffered file object for a file read whole at once
-    # (envkit fleet reads 10,000 of them).
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    # (envkit fleet reads 10,000 of them). O_NONBLOCK: opening a FIFO that has no writer returns at
+    # once instead of waiting for one (fifo(7)); the reads below wait, until the deadline.
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags | getattr(os, "O_NOCTTY", 0))
     try:
         st = os.fstat(fd)
         size = st.st_size
         if size > MAX_INPUT_BYTES:
             raise _too_big(label, size, hint)
-        # A read(64 MiB) allocates 64 MiB first: ask for the size fstat gave, and one byte more to
-        # see a file that grew. A regular file read in full ends there (a shorter read is its end);
-        # a pipe's size is what it holds now where it is not 0 (macOS, FreeBSD), so it reads on.
-        first = os.read(fd, size + 1) if size else b""
-        if size and len(first) <= size and stat.S_ISREG(st.st_mode):
-            return first
-        # fstat says 0 for pipes and /proc files: read on, to the end or one byte past the cap.
-        chunks, total = [first], len(first)
-        while total <= MAX_INPUT_BYTES:
-            chunk = os.read(fd, min(_PIECE, MAX_INPUT_BYTES + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        return b"".join(chunks)
+        first = b""
+        if stat.S_ISREG(st.st_mode):
+            # A read(64 MiB) allocates 64 MiB first: ask for the size fstat gave, and one byte more
+            # to see a file that grew. A regular file read in full ends there.
+            first = os.read(fd, size + 1) if size else b""
+            if size and len(first) <= size:
+                return first
+        # fstat says 0 for pipes and /proc files (and a pipe's size on macOS is what it holds
+        # now): read on, to the end or one byte past the cap.
+        return _read_rest(fd, first, label, hint, deadline)
     finally:
         os.close(fd)
+
+
+def _read_rest(fd: int, first: bytes, label: str, hint: str, deadline: Optional[float]) -> bytes:
+    """Read ``fd`` to its end (or one byte past the cap), waiting for each piece at most until
+    ``deadline``."""
+    chunks, total = [first], len(first)
+    poll = getattr(select, "poll", None)  # not on Windows: there the reads block
+    poller = poll() if poll is not None else None
+    if poller is not None:
+        poller.register(fd, select.POLLIN)
+    while total <= MAX_INPUT_BYTES:
+        if poller is not None and deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not poller.poll(max(left, 0.0) * 1000):
+                raise _timed_out(label, total, hint)
+        elif poller is not None:
+            poller.poll()
+        try:
+            chunk = os.read(fd, min(_PIECE, MAX_INPUT_BYTES + 1 - total))
+        except BlockingIOError:  # a FIFO opened O_NONBLOCK whose writer has not written yet
+            continue
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+def _timed_out(label: str, got: int, hint: str) -> InputError:
+    what = "nothing arrived" if not got else f"the input did not end ({got} bytes arrived)"
+    return InputError(f"{label}: {what} before the run's --timeout ran out", hint=hint)
 
 
 def decode_text(raw: bytes, label: str, *, hint: str = "") -> str:
@@ -116,16 +161,20 @@ def decode_text(raw: bytes, label: str, *, hint: str = "") -> str:
         raise InputError(f"{label}: not a text file (not UTF-8 at byte {exc.start})", hint=hint) from None
 
 
-def read_text(path: str, *, label: Optional[str] = None, hint: str = "") -> str:
+def read_text(
+    path: str, *, label: Optional[str] = None, hint: str = "", deadline: Optional[float] = None
+) -> str:
     """A text file a user named (``-``: standard input); InputError, prefixed ``label`` (the path by
     default), when it cannot be read, is larger than MAX_INPUT_BYTES or is not UTF-8 text."""
     label = label or path
-    if path == "-" and not hasattr(sys.stdin, "buffer"):  # a text-only stream (tests that swap sys.stdin)
+    if (
+        path == "-" and sys.stdin is not None and not hasattr(sys.stdin, "buffer")
+    ):  # a text-only stream (tests that swap sys.stdin)
         text = sys.stdin.read(MAX_INPUT_BYTES + 1)
         if len(text) > MAX_INPUT_BYTES:
             raise _too_big(label, len(text), hint)
         return text
-    return decode_text(read_bytes(path, label=label, hint=hint), label, hint=hint)
+    return decode_text(read_bytes(path, label=label, hint=hint, deadline=deadline), label, hint=hint)
 
 
 def _clean(value: Any, label: str) -> Any:

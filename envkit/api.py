@@ -38,7 +38,7 @@ def doctor(
     if from_file is not None:
         if python or env or deep:
             raise InputError("from_file reads a saved report; python, env and deep do not apply")
-        return diagnose_file(from_file)
+        return diagnose_file(from_file, timeout=timeout)
     return diagnose(
         System(), python=python, env_name=env, deep=deep, timeout=timeout, progress=progress or NO_PROGRESS
     )

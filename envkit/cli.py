@@ -26,7 +26,15 @@ import typer
 from typer.core import TyperGroup
 
 from envkit import __version__
-from envkit.errors import EXIT_CHECK_FAILED, EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EnvkitError
+from envkit.errors import (
+    ERROR_SCHEMA,
+    EXIT_CHECK_FAILED,
+    EXIT_CODES,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    EnvkitError,
+)
 from envkit.render.jsonout import print_json
 
 if TYPE_CHECKING:
@@ -60,47 +68,101 @@ _TYPER_ENDINGS: tuple[type[BaseException], ...] = (
 )
 
 
-def _guarded(call: Callable[[], Any]) -> int:
+def _guarded(call: Callable[[], Any], *, command: str = "", json_out: bool = False) -> int:
     """Run a command and turn every way it can end into its exit code, with one line on stderr:
-    the one handler of the command line."""
+    the one handler of the command line. With ``--json`` (``json_out``) a command that fails prints
+    an ``envkit.error/1`` document on stdout too, unless it already printed its own data.
+
+    A stdout whose reader left (``| head -3``) ends the output quietly and the code is the work's;
+    one that cannot be written (``> /dev/full``) is one line and exit 2 where the work did not fail
+    (envkit.render.streams)."""
+    from envkit.render import streams
+
+    streams.begin()
     try:
-        code = call()
-    except _TYPER_ENDINGS:
+        code = int(call() or 0)
+    except _TYPER_ENDINGS as exc:
+        if json_out and isinstance(exc, _TYPER_ENDINGS[2]):  # a usage error: typer prints it
+            usage: Any = exc
+            _json_error(command, usage.format_message(), "", usage.exit_code)
         raise
     except EnvkitError as exc:
         if exc.exit_code == EXIT_INTERNAL:  # envkit's own data is wrong (KnowledgeError): a bug
-            return _internal_error(exc)
-        stderr.print(f"[bold red]envkit:[/] {_escape(exc.message)}")
-        if exc.hint:
-            stderr.print(f"  hint: {_escape(exc.hint)}")
-        return exc.exit_code
-    except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM (envkit._signals.Terminated)
+            code = _internal_error(exc, command=command, json_out=json_out)
+        else:
+            stderr.print(f"[bold red]envkit:[/] {_escape(exc.message)}")
+            if exc.hint:
+                stderr.print(f"  hint: {_escape(exc.hint)}")
+            code = exc.exit_code
+            if json_out:
+                _json_error(command, exc.message, exc.hint, code)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM and SIGHUP (envkit._signals)
         # What had to be undone is undone (create defers signals for that); more Ctrl-C or
         # SIGTERM while envkit says so and exits would only cut the message short.
         from envkit._signals import ignore_interrupts
 
         ignore_interrupts()
+        code = int(getattr(exc, "exit_code", EXIT_INTERRUPTED))
         stderr.print(f"envkit: interrupted{f' ({exc})' if str(exc) else ''}")
-        return EXIT_INTERRUPTED
+        if json_out:
+            _json_error(command, f"interrupted{f' ({exc})' if str(exc) else ''}", "", code)
     except Exception as exc:  # noqa: BLE001 -- the one handler for envkit's own bugs
-        return _internal_error(exc)
-    return int(code or 0)
+        code = _internal_error(exc, command=command, json_out=json_out)
+    streams.flush_stdout()
+    failed = streams.outcome().failed
+    if failed is not None:
+        why = failed.strerror or str(failed)
+        stderr.print(f"[bold red]envkit:[/] cannot write to standard output ({_escape(why)})")
+        return code or EXIT_USAGE
+    return code
 
 
-def _internal_error(exc: BaseException) -> int:
+def _json_error(command: str, message: str, hint: str, code: int, **more: Any) -> None:
+    """The ``envkit.error/1`` document of a failed ``--json`` run (README "JSON output"), printed
+    only where the command has not printed data of its own (half a document and another after it
+    would be no JSON at all)."""
+    from envkit.render import streams
+
+    if streams.outcome().written:
+        return
+    document = {
+        "schema": ERROR_SCHEMA,
+        "command": command,
+        "error": message,
+        "hint": hint or None,
+        "exit_code": code,
+        **more,
+    }
+    print_json(document)
+
+
+def _internal_error(exc: BaseException, *, command: str = "", json_out: bool = False) -> int:
     log = _write_crash_log(exc)
     what = f"{type(exc).__name__}: {exc}"
     stderr.print(f"[bold red]envkit: internal error:[/] {_escape(what)}")
     if log is not None:
         stderr.print(f"  the details are in {log}; please attach it to a bug report")
+    if json_out:
+        _json_error(command, f"internal error: {what}", "", EXIT_INTERNAL, log=str(log) if log else None)
     return EXIT_INTERNAL
+
+
+def _command_args(ctx: Any) -> list[str]:
+    """The command line after ``envkit``: the command's name and its arguments, as click left them
+    for the group to dispatch (click 8.2 keeps the name in ``_protected_args``, older ones in
+    ``protected_args``)."""
+    named = ctx._protected_args if hasattr(ctx, "_protected_args") else ctx.protected_args
+    return [*named, *ctx.args]
 
 
 class _Guarded(TyperGroup):
     """The app's command group: every command (one added tomorrow too) runs inside _guarded."""
 
     def invoke(self, ctx: Any) -> Any:
-        raise typer.Exit(_guarded(functools.partial(super().invoke, ctx)))
+        args = _command_args(ctx)
+        options = args[: args.index("--")] if "--" in args else args
+        call = functools.partial(super().invoke, ctx)
+        raise typer.Exit(_guarded(call, command=args[0] if args else "", json_out="--json" in options))
 
 
 # Real invocations for each command's --help; the README shows the same ones under each command
@@ -212,11 +274,18 @@ class _LazyConsole:
         return getattr(self.real(), name)
 
     def real(self) -> Any:
-        """The rich Console itself (for rich objects that drive it, such as a live progress)."""
+        """The rich Console itself (for rich objects that drive it, such as a live progress).
+
+        It writes through envkit.render.streams (a reader that left, a full disk). On a terminal
+        long lines wrap at word boundaries to its width (rich's wrapping); into a pipe or a file
+        they stay whole, one line per line of data, for grep and the next program."""
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(highlight=False, soft_wrap=True, **self._options)
+            from envkit.render import streams
+
+            file = streams.stderr if self._options.get("stderr") else streams.stdout
+            self._console = Console(file=file, highlight=False, soft_wrap=not file.isatty(), **self._options)
         return self._console
 
 
@@ -417,7 +486,9 @@ def doctor(
         if python or env or deep:
             stderr.print("envkit: --from reads a saved report; --python, --env and --deep do not apply")
             return 2
-        report = diagnose_file(from_file)
+        if from_file == "-":
+            _paste_prompt(timeout)
+        report = diagnose_file(from_file, timeout=_left(timeout))
     else:
         with _run_progress(quiet=quiet or not deep, json_out=json_out) as progress:
             report = diagnose(
@@ -430,6 +501,20 @@ def doctor(
 
         render_report(report, stdout, verbose=verbose, strict=strict)
     return report.exit_code(strict=strict)
+
+
+def _paste_prompt(timeout: float) -> None:
+    """``--from -`` on a terminal: say what to paste and how to end it, instead of waiting in
+    silence (a pipe or a file needs no word)."""
+    stdin = sys.stdin
+    if stdin is None or not stdin.isatty():
+        return
+    end = "Ctrl-Z, then Enter" if os.name == "nt" else "Ctrl-D on a line of its own"
+    stderr.print(
+        "envkit: paste the output of `python -m torch.utils.collect_env` (or an `envkit doctor --json`"
+        f" report), then press {end}; envkit waits up to {timeout:g} s (--timeout)",
+        markup=False,
+    )
 
 
 @app.command(epilog=_examples("resolve"))
@@ -674,7 +759,9 @@ def preflight(
     code = report.exit_code(strict=strict)
     if code:
         reason = drain_reason(report) or "envkit: warnings (--strict)"
-        sys.stderr.write(reason + "\n")
+        from envkit.render.streams import stderr as raw_stderr
+
+        raw_stderr.write(reason + "\n")  # as it is: the drain reason a scheduler reads
     if junit_error is not None:
         # Unhealthy stays 1 (the node must be drained either way); healthy becomes 2: asked-for output
         # is missing, and a CI step that reads the JUnit file would otherwise pass on nothing.
@@ -888,7 +975,9 @@ def spec(
     if not quiet:
         render_spec_files(made, stderr)
     if to_stdout:
-        sys.stdout.write(made.single())
+        from envkit.render.streams import write_stdout
+
+        write_stdout(made.single())
     return 0
 
 
@@ -1259,6 +1348,9 @@ def main() -> None:
     # What the imports made (modules, classes, typer's app) lives as long as the process: out of
     # the collector's sight, so that its full passes walk only what the command makes.
     gc.freeze()
+    from envkit.render.streams import begin
+
+    begin(own_process=True)
     try:
         app(prog_name="envkit")
     finally:

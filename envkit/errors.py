@@ -16,6 +16,7 @@ from typing import ClassVar, Final, Optional
 from envkit.redact import redact
 
 __all__ = [
+    "ERROR_SCHEMA",
     "EXIT_CHECK_FAILED",
     "EXIT_CODES",
     "EXIT_INTERNAL",
@@ -41,6 +42,9 @@ EXIT_NO_BUILD: Final = 3
 EXIT_STEP_FAILED: Final = 4
 EXIT_INTERNAL: Final = 70  # EX_SOFTWARE of BSD's sysexits.h: an internal software error
 EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, what a shell reports for a program Ctrl-C ended
+# The document a failed ``--json`` run prints on stdout (README "JSON output"): schema, command,
+# error, hint, exit_code.
+ERROR_SCHEMA: Final = "envkit.error/1"
 
 # What each code means, once. The text is the README table's (Markdown: `--strict`); --help shows it
 # without the backticks.

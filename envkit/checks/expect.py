@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit._files import parse_toml, read_text
 from envkit.checks._common import and_list
@@ -67,9 +67,12 @@ def _line_of(text: str, key: str) -> int:
     return 0
 
 
-def load_expectations(path: str, known_checks: tuple[str, ...] = ()) -> Expectations:
-    """Read and validate an expectations file; InputError says file:line and the key."""
-    text = read_text(path, label=f"--expect {path}")
+def load_expectations(
+    path: str, known_checks: tuple[str, ...] = (), *, deadline: Optional[float] = None
+) -> Expectations:
+    """Read and validate an expectations file; InputError says file:line and the key. ``deadline``
+    (time.monotonic()): when the reading must be over (a FIFO, a slow pipe)."""
+    text = read_text(path, label=f"--expect {path}", deadline=deadline)
     data = parse_toml(text, path)
     for key, value in data.items():
         value_any: Any = value

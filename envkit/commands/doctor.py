@@ -40,10 +40,12 @@ def diagnose(
     return Report.new(facts, results, duration_s=round(time.monotonic() - start, 3))
 
 
-def diagnose_file(path: str) -> Report:
+def diagnose_file(path: str, *, timeout: Optional[float] = None) -> Report:
     """Run today's checks on the facts of a saved report (from this or another machine), or on
-    pasted ``python -m torch.utils.collect_env`` output (``-`` reads standard input)."""
-    text = read_text(path, label=f"--from {path}")
+    pasted ``python -m torch.utils.collect_env`` output (``-`` reads standard input). ``timeout``:
+    seconds the reading may take (a FIFO with no writer, a slow pipe); None waits."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    text = read_text(path, label=f"--from {path}", deadline=deadline)
     # The reader fleet and diff use: one msgspec pass for a well-formed report, else the slow path.
     fast = decode_report(text.encode("utf-8", "surrogatepass"), path)
     if fast is not None:

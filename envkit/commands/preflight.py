@@ -90,7 +90,11 @@ def preflight(
 ) -> Report:
     """Run the gate within ``timeout`` seconds: doctor checks, expectations, verify checks
     (``compile_on``: verify.compile's devices, envkit.verify.compile_devices)."""
-    expect: Optional[Expectations] = load_expectations(expect_path, KNOWN_CHECKS) if expect_path else None
+    expect: Optional[Expectations] = None
+    if expect_path:  # read within the budget too (a FIFO, a slow pipe); detection gets what is left
+        began = time.monotonic()
+        expect = load_expectations(expect_path, KNOWN_CHECKS, deadline=began + timeout)
+        timeout = max(timeout - (time.monotonic() - began), 0.1)
     wanted = list(verify_checks)  # checked names (verify.parse_checks, or the expectations' require)
     if expect is not None:  # required verify checks run without being asked twice
         wanted += [c.removeprefix("verify.") for c in expect.require if c.startswith("verify.")]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 import types
 from typing import TYPE_CHECKING, Any, Callable, Union
 
@@ -79,28 +78,20 @@ def _msgspec_writes_it_alike(data: Any) -> bool:
 def print_json(data: Any) -> None:
     """``dumps(data)`` and a newline on stdout. A top-level value that is a generator (a fleet's
     node entries, envkit.fleet.aggregate.Fleet.to_json(lazy=True)) is written as a list, item by
-    item: the text is the same as for the list, without holding all of it."""
-    out = getattr(sys.stdout, "buffer", None)
-    # JSON exchanged between programs is UTF-8 (RFC 8259 §8.1), whatever the locale says: bytes go
-    # to the stream's buffer as they are (no second copy of the text), so a latin-1 or ASCII stdout
-    # (LC_ALL=C, PYTHONIOENCODING) gets the same document instead of an encoding error. A stream
-    # without a buffer (a StringIO in a test, an embedding program) takes the text.
+    item: the text is the same as for the list, without holding all of it.
 
-    def write(text: Union[bytes, str]) -> None:
-        if out is not None:
-            out.write(text.encode("utf-8") if isinstance(text, str) else text)
-        else:
-            sys.stdout.write(text.decode("utf-8") if isinstance(text, bytes) else text)
+    JSON exchanged between programs is UTF-8 (RFC 8259 §8.1), whatever the locale says: bytes go to
+    the stream's buffer as they are (no second copy of the text), so a latin-1 or ASCII stdout
+    (LC_ALL=C, PYTHONIOENCODING) gets the same document instead of an encoding error. A reader that
+    goes away or a full stdout is envkit.render.streams' to handle."""
+    from envkit.render.streams import flush_stdout, write_stdout
 
-    sys.stdout.flush()  # what was written as text before comes first
     if isinstance(data, dict) and any(isinstance(v, types.GeneratorType) for v in data.values()):
-        _write_streamed(data, write)
+        _write_streamed(data, write_stdout)
     else:
-        write(_encode(data))
-    write("\n")
-    sys.stdout.flush()
-    if out is not None:
-        out.flush()
+        write_stdout(_encode(data))
+    write_stdout("\n")
+    flush_stdout()
 
 
 def _nested(text: Union[bytes, str], by: int) -> Union[bytes, str]:
@@ -119,6 +110,7 @@ def _write_streamed(data: dict[str, Any], write: Callable[[Union[bytes, str]], N
     # json.dumps(indent=2) writes a value nested at depth d as its own dump with every line after
     # the first indented by 2 * d more spaces: the pieces below put the same text together.
     from envkit.redact import redact_data
+    from envkit.render.streams import outcome
 
     if not data:
         write("{}")
@@ -132,6 +124,8 @@ def _write_streamed(data: dict[str, Any], write: Callable[[Union[bytes, str]], N
             # document's items at this depth.
             empty = True
             for batch in _batches(value):
+                if outcome().ended:  # the reader left (or stdout is full): the rest goes nowhere
+                    return
                 body = _encode(batch)
                 write(("[" if empty else ",") + "\n  ")
                 write(_nested(body[2:-2], 2))

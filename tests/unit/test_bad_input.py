@@ -515,7 +515,7 @@ def test_a_fifo_nobody_reads_is_refused_in_time(tmp_path: Path, monkeypatch: pyt
 
     from envkit import _files
 
-    monkeypatch.setattr(_files, "FIFO_WAIT_S", 0.3)
+    monkeypatch.setattr(_files, "FIFO_WAIT_S", 0.15)
     fifo = tmp_path / "fleet.html"
     os.mkfifo(fifo)
     start = time.monotonic()
@@ -557,3 +557,51 @@ def test_spec_files_that_are_fifos_are_refused_without_blocking(tmp_path: Path) 
         "spec", "pt2", "--cuda", "cpu", "--python", "3.11", "--no-gpu", "--format", "pip", "-o", str(tmp_path)
     )
     assert_input_error(result, "requirements.txt is not a regular file")
+
+
+# -- reads have the run's deadline ----------------------------------------------------------------
+
+
+def test_doctor_from_a_fifo_with_no_writer_answers_within_its_timeout(tmp_path: Path) -> None:
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    result = envkit("doctor", "--from", str(fifo), "--timeout", "0.2")  # blocked forever before
+    assert time.monotonic() - start < 5
+    assert_input_error(result, f"--from {fifo}: nothing arrived before the run's --timeout ran out")
+
+
+def test_doctor_from_a_slow_pipe_answers_within_its_timeout(tmp_path: Path) -> None:
+    import threading
+
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)
+    done = threading.Event()
+
+    def slow_writer() -> None:
+        with open(fifo, "wb", buffering=0) as fh:
+            fh.write(b'{"schema": "envkit.report/1",')
+            done.wait(10)  # never finishes the document while envkit waits
+
+    writer = threading.Thread(target=slow_writer, daemon=True)
+    writer.start()
+    try:
+        start = time.monotonic()
+        result = envkit("doctor", "--from", str(fifo), "--timeout", "0.25")
+        assert time.monotonic() - start < 5
+    finally:
+        done.set()
+        writer.join(timeout=10)
+    assert_input_error(result, "the input did not end (29 bytes arrived) before the run's --timeout ran out")
+
+
+def test_preflight_expect_from_a_fifo_answers_within_its_timeout(tmp_path: Path) -> None:
+    from envkit.commands.preflight import preflight
+    from envkit.system import System
+
+    fifo = tmp_path / "node.toml"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    with pytest.raises(InputError, match=f"--expect {fifo}: nothing arrived"):
+        preflight(System(env={}, root=tmp_path), expect_path=str(fifo), timeout=0.2)
+    assert time.monotonic() - start < 5
