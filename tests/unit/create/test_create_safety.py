@@ -166,7 +166,10 @@ def test_force_never_replaces_a_project_folder(tmp_path: Path) -> None:
         assert proc.returncode == 2, proc.stderr
         assert f"{project} is not an environment; refusing to replace it" in " ".join(proc.stderr.split())
         assert "Traceback" not in proc.stderr
-        assert proc.stdout == ""
+        if "--json" in extra:  # the failure as JSON (envkit.error/1), not the plan
+            assert json.loads(proc.stdout)["schema"] == "envkit.error/1"
+        else:
+            assert proc.stdout == ""
     assert tree_digest(project) == before
     assert side_files(tmp_path, "project") == []
 

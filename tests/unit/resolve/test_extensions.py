@@ -58,8 +58,9 @@ def test_flash_attn_takes_the_newest_torch_it_has_wheels_for() -> None:
 def test_the_abi_of_the_torch_build_picks_the_wheel() -> None:
     # torch 2.6.0's PyPI-default cu124 wheels use the old ABI, its cu126 ones the C++11 ABI.
     for cuda, abi in (("cu124", "FALSE"), ("cu126", "TRUE")):
-        from envkit.resolve.plan import parse_cuda_request
         from packaging.specifiers import SpecifierSet
+
+        from envkit.resolve.plan import parse_cuda_request
 
         request = Request(
             torch=SpecifierSet("==2.6.0"),
