@@ -43,6 +43,9 @@ class HostFacts:
     # Fields above that were not gathered (their reader hung or failed): their None / empty value
     # means "unknown", not "absent", and checks that need them skip.
     unanswered: tuple[str, ...] = ()
+    # A Jetson's Linux for Tegra release (/etc/nv_tegra_release: "R36 (release), REVISION: 4.3"
+    # -> "36.4.3"); None elsewhere (envkit.detect.jetson).
+    l4t_release: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,52 @@ class GpuFacts:
     # Fields the GPU or driver does not support (NVML NotSupported / FunctionNotFound).
     unsupported: tuple[str, ...] = ()
     source: str = "nvml"
+
+
+@dataclass(frozen=True)
+class AccelGpu:
+    """One AMD or Intel GPU (envkit.detect.amd / intel): the kernel's view (sysfs) merged with the
+    vendor tools' (amdsmi, amd-smi, rocm-smi; xpu-smi, sycl-ls). A field nothing reported is None."""
+
+    index: int
+    name: Optional[str] = None
+    pci_bus_id: Optional[str] = None  # "0000:05:00.0"
+    device_id: Optional[str] = None  # PCI device id, "0x74a1"
+    # AMD: the LLVM target (gfx942, gfx90a, gfx1100) the kernel's KFD reports; Intel: the device
+    # family torch's XPU build names (dg2, bmg, pvc, mtl-h, arl-h, lnl-m, ptl), from the device id.
+    arch: Optional[str] = None
+    memory_total_mib: Optional[int] = None
+    # AMD compute partitions (an MI300X in CPX mode is 8 KFD nodes): one GPU, ``partitions`` devices.
+    partitions: int = 1
+    source: str = "sysfs"
+
+
+@dataclass(frozen=True)
+class VendorFacts:
+    """The GPUs of one vendor other than NVIDIA ("amd", "intel") and their driver and runtime."""
+
+    vendor: str
+    gpus: tuple[AccelGpu, ...] = ()
+    # The kernel driver: "amdgpu", "xe", "i915"; its version where it has one: the amdgpu module's
+    # (/sys/module/amdgpu/version, "6.8.5", a DKMS build of AMD's; the kernel's own version for the
+    # in-tree one, as amd-smi reports it), Intel's compute runtime (xpu-smi's "Driver Version").
+    driver: Optional[str] = None
+    driver_version: Optional[str] = None
+    # The user-space runtime on the host: ROCm (/opt/rocm/.info/version, amd-smi's "ROCm version");
+    # Intel: the Level Zero runtime sycl-ls names. torch's wheels bring their own; this is context.
+    runtime: Optional[Version] = None
+    # Intel: whether sycl-ls lists a level_zero GPU (torch's XPU build needs Level Zero); None: not run.
+    level_zero: Optional[bool] = None
+    sources: tuple[str, ...] = ()  # what answered: "sysfs", "amd-smi", "rocm-smi", "xpu-smi", ...
+    notes: tuple[str, ...] = ()
+
+
+def _amd() -> VendorFacts:
+    return VendorFacts("amd")
+
+
+def _intel() -> VendorFacts:
+    return VendorFacts("intel")
 
 
 @dataclass(frozen=True)
@@ -454,6 +503,10 @@ class Facts:
     torch: TorchFacts = field(default_factory=TorchFacts)
     # The container envkit runs in (envkit.detect.container); kind None outside one.
     container: ContainerFacts = field(default_factory=ContainerFacts)
+    # AMD and Intel GPUs (envkit.detect.amd, envkit.detect.intel); a report from before they were
+    # detected reads as none found.
+    amd: VendorFacts = field(default_factory=_amd)
+    intel: VendorFacts = field(default_factory=_intel)
     # Detectors that could not finish ("nvml: timed out after 30 s") and other remarks.
     notes: tuple[str, ...] = ()
     # Fields the source did not report, as dotted paths ("gpus", "driver.version",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import functools
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -21,13 +22,15 @@ from envkit.detect.deep import deep_budget, deep_unanswered, detect_deep
 from envkit.detect.driver import NO_ANSWER, detect_driver, driver_from_files, smi_gpus
 from envkit.detect.host import host_from
 from envkit.detect.host import host_readers as detect_host_readers
+from envkit.detect.jetson import read_l4t
 from envkit.detect.nvml import ask_nvml
 from envkit.detect.plausible import cap_notes, plausible_gpu
 from envkit.detect.pyenv import Interpreter, detect_python
 from envkit.detect.toolkit import detect_toolkits
 from envkit.detect.torch_messages import read_torch_messages, with_messages
+from envkit.detect.vendors import VENDORS, unanswered
 from envkit.detect.visibility import apply_visibility
-from envkit.facts import ContainerFacts, DriverFacts, Facts, GpuFacts, PythonFacts, TorchFacts
+from envkit.facts import ContainerFacts, DriverFacts, Facts, GpuFacts, HostFacts, PythonFacts, TorchFacts
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -130,6 +133,7 @@ def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Fa
         "toolkits": lambda: detect_toolkits(system, interp.path),
         "python": lambda: detect_python(system, interp),
         "container": lambda: detect_container(system),
+        **_vendor_tasks(system),
     }
     budget = deep_budget(system)
     if deep:
@@ -159,10 +163,23 @@ def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Fa
         python=python,
         torch=torch,
         container=values.get("container", ContainerFacts()),
+        **_vendor_facts(values),
         notes=tuple(notes),
-        # A container detector that did not answer leaves "unknown", not "not a container".
-        unknown=() if "container" in values else ("container",),
+        # A detector that did not answer leaves "unknown", not "absent" (no container, no AMD GPU).
+        unknown=tuple(name for name in ("container", *(v.name for v in VENDORS)) if name not in values),
     )
+
+
+def _vendor_tasks(system: System) -> dict[str, Callable[[], Any]]:
+    """One task per GPU vendor besides NVIDIA (envkit.detect.vendors), named as its Facts field."""
+    tasks: dict[str, Callable[[], Any]] = {}
+    for vendor in VENDORS:
+        tasks[vendor.name] = functools.partial(vendor.detect, system)
+    return tasks
+
+
+def _vendor_facts(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {v.name: values.get(v.name) or unanswered(v.name) for v in VENDORS}
 
 
 def _unanswered_driver(files: Optional[DriverFacts]) -> DriverFacts:
@@ -182,12 +199,23 @@ def detect_for_plan(system: System, interp: Interpreter | None, *, gpus: bool = 
     tasks: dict[str, Callable[[], Any]] = {}
     if gpus:
         tasks["nvidia"] = lambda: _nvidia(system)
+        tasks.update(_vendor_tasks(system))
+        tasks["l4t"] = lambda: read_l4t(system)
     if interp is not None:
         tasks["python"] = lambda: detect_python(system, interp)
     values, notes = run_bounded(tasks, system.deadline)
     driver, gpu_facts = values.get("nvidia", (DriverFacts(), ()))
     python, torch = values.get("python", (None, TorchFacts()))
-    return Facts(driver=driver, gpus=gpu_facts, python=python, torch=torch, notes=tuple(notes))
+    vendors = _vendor_facts(values) if gpus else {}
+    return Facts(
+        host=HostFacts(l4t_release=values.get("l4t")),
+        driver=driver,
+        gpus=gpu_facts,
+        python=python,
+        torch=torch,
+        notes=tuple(notes),
+        **vendors,
+    )
 
 
 def begin_run(

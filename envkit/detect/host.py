@@ -10,6 +10,7 @@ import re
 import socket
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
+from envkit.detect.jetson import read_l4t
 from envkit.facts import HostFacts, NetInterface, SharedLib
 from envkit.redact import is_secret_name, redact
 from envkit.versions import parse_version
@@ -246,6 +247,7 @@ def host_readers(system: System) -> dict[str, Callable[[], Any]]:
         "env": lambda: relevant_env(system.env),
         "cuda_libs": lambda: detect_path_libs(system),
         "ld_cache": lambda: detect_ld_cache(system),
+        "l4t_release": lambda: read_l4t(system),
     }
 
 

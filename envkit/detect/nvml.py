@@ -54,6 +54,9 @@ NVML_SHARE: Final = 0.5
 # The child's limit when the run has no deadline (nvmlInit on many GPUs without persistence mode
 # takes seconds; NVIDIA's nvidia-smi documentation, "Persistence Mode").
 NVML_TIMEOUT_S: Final = 20.0
+# nvmlSystemGetCudaDriverVersion's range: CUDA 1.0 is 1000, the newest CUDA a 99.x would be 99990.
+CUDA_INT_MIN: Final = 1000
+CUDA_INT_MAX: Final = 99990
 # The error names of an NVML child without an answer: NO_ANSWER (envkit.detect.driver) when it
 # overran its time, CRASHED when a signal killed it or it could not run, "Unknown" for garbage.
 CRASHED: Final = "Crashed"
@@ -122,9 +125,14 @@ def read_nvml(api_factory: Callable[[], NvmlApi]) -> NvmlReading:
             driver = NvVersion(api.driver_version())
         except (NvmlError, ValueError):
             driver = None
+        cuda: Optional[Version] = None
         try:
-            cuda: Optional[Version] = cuda_from_int(api.cuda_driver_version())
-        except NvmlError:
+            value = api.cuda_driver_version()
+            # CUDA 1.0 (1000) to 99.9: 0 (a driver that does not say) or a negative or huge value
+            # is unknown, never "CUDA 0.0" and never an exception out of detection.
+            if isinstance(value, int) and CUDA_INT_MIN <= value <= CUDA_INT_MAX:
+                cuda = cuda_from_int(value)
+        except (NvmlError, ValueError, TypeError):
             cuda = None
         try:
             count = api.device_count()

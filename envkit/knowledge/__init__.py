@@ -20,6 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from envkit.knowledge._table import DATA_DIR, KnowledgeError, Row, read_table, single_table, table_rows
 from envkit.knowledge.containers import BaseImage, read_images
+from envkit.knowledge.vendors import VendorKnowledge, read_vendor_knowledge
 from envkit.versions import ComputeCapability, NvVersion, Version
 
 __all__ = [
@@ -37,10 +38,12 @@ __all__ = [
     "Release",
     "Row",
     "Toolkit",
+    "VendorKnowledge",
     "gpu_name_spellings",
     "is_variant",
     "load_knowledge",
     "read_table",
+    "sass_runs",
     "single_table",
     "table_rows",
     "variant_cuda",
@@ -113,6 +116,38 @@ class Release:
         return "cpu"
 
 
+# SASS compiled for these integrated (Tegra) GPUs runs on them alone, and desktop SASS does not run
+# on them: "Binary compatibility is supported only for the desktop. It is not supported for Tegra.
+# Also, the binary compatibility between desktop and Tegra is not supported" (CUDA C Programming
+# Guide, "Binary Compatibility"). torch's own table (torch/cuda/__init__.py DEVICE_REQUIREMENT:
+# 53 -> {5.3}, 62 -> {6.2}, 72 -> {7.2}, 87 -> {8.7}, 101 -> {10.1, 11.0}; 50/52, 60/61, 70, 80/86,
+# 100 exclude the Tegra GPU of their major) says the same; CUDA 13 renamed Thor's sm_101 to sm_110,
+# so sm_101 code also runs on 11.0.
+TEGRA_SASS: Final[dict[ComputeCapability, frozenset[ComputeCapability]]] = {
+    ComputeCapability(5, 3): frozenset({ComputeCapability(5, 3)}),
+    ComputeCapability(6, 2): frozenset({ComputeCapability(6, 2)}),
+    ComputeCapability(7, 2): frozenset({ComputeCapability(7, 2)}),
+    ComputeCapability(8, 7): frozenset({ComputeCapability(8, 7)}),
+    ComputeCapability(10, 1): frozenset({ComputeCapability(10, 1), ComputeCapability(11, 0)}),
+}
+_TEGRA_DEVICES: Final = frozenset(TEGRA_SASS)
+
+
+def sass_runs(code: ComputeCapability, device: ComputeCapability) -> bool:
+    """Whether SASS built for ``code`` runs on a GPU of compute capability ``device``: a desktop
+    GPU of the same major and a minor not below it (sm_86 runs on 8.9, not on 9.0), never across
+    desktop and Tegra (see TEGRA_SASS).
+
+    >>> cc = ComputeCapability
+    >>> sass_runs(cc(8, 6), cc(8, 9)), sass_runs(cc(8, 0), cc(8, 7)), sass_runs(cc(10, 1), cc(11, 0))
+    (True, False, True)
+    """
+    tegra = TEGRA_SASS.get(code)
+    if tegra is not None:
+        return device in tegra
+    return code.major == device.major and code.minor <= device.minor and device not in _TEGRA_DEVICES
+
+
 @dataclass(frozen=True)
 class ArchRow:
     torch: SpecifierSet
@@ -123,12 +158,10 @@ class ArchRow:
     source: str
 
     def covers(self, cc: ComputeCapability) -> bool:
-        """Whether code for ``cc`` is in the build: SASS of the same major and a minor not above
-        it (sm_86 runs on 8.9), or PTX of an older-or-equal architecture, JIT-compiled by the
-        driver (CUDA C Programming Guide, "Binary Compatibility" / "PTX Compatibility")."""
-        return any(s.major == cc.major and s.minor <= cc.minor for s in self.sass) or any(
-            p <= cc for p in self.ptx
-        )
+        """Whether code for ``cc`` is in the build: SASS that runs on it (``sass_runs``), or PTX of an
+        older-or-equal architecture, JIT-compiled by the driver (CUDA C Programming Guide, "Binary
+        Compatibility" / "PTX Compatibility")."""
+        return any(sass_runs(s, cc) for s in self.sass) or any(p <= cc for p in self.ptx)
 
     def names(self) -> list[str]:
         return [c.sm for c in self.sass] + [f"compute_{p.major}{p.minor}" for p in self.ptx]
@@ -244,6 +277,8 @@ class Knowledge:
     gpus: tuple[Gpu, ...]
     conda: CondaRoutes
     images: tuple[BaseImage, ...] = ()  # containers.toml: base images for spec --format docker/apptainer
+    # amd.toml, intel.toml, jetson.toml: AMD and Intel GPUs and wheels, NVIDIA's Jetson route.
+    vendors: VendorKnowledge = field(default_factory=VendorKnowledge)
 
     def release(self, version: Version) -> Optional[Release]:
         public = Version(version.public)
@@ -569,6 +604,7 @@ def load_knowledge() -> Knowledge:
         gpus=tuple(_gpu(r) for r in table_rows(read_table("gpus"), "gpus.toml", "gpu")),
         conda=_conda(read_table("conda")),
         images=read_images(),
+        vendors=read_vendor_knowledge(),
     )
     _cross_check(knowledge)
     return knowledge

@@ -88,14 +88,33 @@ def bf16_native(torch: Any) -> bool:
         return bool(torch.cuda.get_device_capability()[0] >= 8)
 
 
+# Tegra SASS runs on its own GPU alone and desktop SASS never on a Tegra GPU (CUDA C Programming
+# Guide, "Binary Compatibility"; torch's DEVICE_REQUIREMENT): the same table as
+# envkit.knowledge.TEGRA_SASS, written out because a probe imports nothing from envkit.
+TEGRA_SASS = {
+    (5, 3): ((5, 3),),
+    (6, 2): ((6, 2),),
+    (7, 2): ((7, 2),),
+    (8, 7): ((8, 7),),
+    (10, 1): ((10, 1), (11, 0)),
+}
+
+
+def sass_runs(code: Tuple[int, int], device: Tuple[int, int]) -> bool:
+    """Whether SASS for ``code`` runs on a GPU of capability ``device``."""
+    if code in TEGRA_SASS:
+        return device in TEGRA_SASS[code]
+    return code[0] == device[0] and code[1] <= device[1] and device not in TEGRA_SASS
+
+
 def covered(arch_list: List[str], major: int, minor: int) -> bool:
-    """Whether sm_XY SASS (same major, minor not above) or compute_XY PTX (not newer) is there."""
+    """Whether SASS that runs on the GPU (``sass_runs``) or compute_XY PTX (not newer) is there."""
     for name in arch_list:
         digits = name.split("_", 1)[-1].rstrip("abf")
         if not digits.isdigit() or len(digits) < 2:
             continue
         a_major, a_minor = int(digits[:-1]), int(digits[-1])
-        if name.startswith("sm_") and a_major == major and a_minor <= minor:
+        if name.startswith("sm_") and sass_runs((a_major, a_minor), (major, minor)):
             return True
         if name.startswith("compute_") and (a_major, a_minor) <= (major, minor):
             return True

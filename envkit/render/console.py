@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from envkit.facts import DeepTorchFacts, Facts
+    from envkit.facts import DeepTorchFacts, Facts, VendorFacts
 
 __all__ = ["glyphs_for", "render_checks", "render_mirrors", "render_plan", "render_report", "safe_console"]
 
@@ -83,8 +83,9 @@ def _facts_lines(facts: Facts) -> list[str]:
                 names[label] = names.get(label, 0) + 1
             gpus = " · " + and_list([f"{n} × {label}" for label, n in names.items()])
         lines.append(f"driver {driver.version}{cuda}{gpus}")
-    else:
+    elif not (facts.amd.gpus or facts.intel.gpus):
         lines.append("no NVIDIA driver")
+    lines += [line for line in (_vendor_line(facts.amd), _vendor_line(facts.intel)) if line]
     if facts.toolkits:
         lines.append("toolkits: " + and_list([f"nvcc {t.version or '?'} ({t.nvcc})" for t in facts.toolkits]))
     py = facts.python
@@ -98,6 +99,28 @@ def _facts_lines(facts: Facts) -> list[str]:
     if torch.deep is not None:  # what --deep asked for is shown without -v
         lines.append(_deep_line(torch.deep))
     return lines
+
+
+def _vendor_line(vendor: VendorFacts) -> str:
+    """ "AMD: 8 × AMD Instinct MI300X (gfx942) · amdgpu 6.12.12 · ROCm 6.4.1"; "" without GPUs."""
+    if not vendor.gpus:
+        return ""
+    names: dict[str, int] = {}
+    for g in vendor.gpus:
+        label = (g.name or "unknown GPU") + (f" ({g.arch})" if g.arch else "")
+        if g.partitions > 1:
+            label += f", {g.partitions} partitions"
+        names[label] = names.get(label, 0) + 1
+    parts = [and_list([f"{n} × {label}" for label, n in names.items()])]
+    if vendor.driver:
+        parts.append(" ".join(filter(None, (vendor.driver, vendor.driver_version))))
+    if vendor.runtime is not None:
+        parts.append(f"{'ROCm' if vendor.vendor == 'amd' else 'Level Zero'} {vendor.runtime}")
+    if vendor.level_zero is False:
+        parts.append("no Level Zero device")
+    return f"{vendor.vendor.upper() if vendor.vendor == 'amd' else vendor.vendor.title()}: " + " · ".join(
+        parts
+    )
 
 
 def _deep_line(deep: DeepTorchFacts) -> str:

@@ -546,7 +546,9 @@ def _ways_out(
         )
         text = f"upgrade the driver to ≥ {best} (for torch {cand.name})"
         ways.append(WayOut("driver", text, candidate=cand.name, driver=str(best)))
-    if "jetson" in only:
+    if "jetson" in only or any(rule == "jetson" for c in candidates for rule, _ in c.failures):
+        # A Jetson's SBSA candidates also fail on their architectures (Tegra SASS is its own):
+        # the JetPack wheels are the way out whether or not "jetson" is a candidate's only failure.
         text = (
             "NVIDIA's PyTorch wheels for Jetson (JetPack): "
             "docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Final, Optional
 
-from envkit.knowledge import variant_cuda
+from envkit.knowledge import sass_runs, variant_cuda
 from envkit.versions import ComputeCapability, NvVersion, Version, parse_compute_capability
 
 if TYPE_CHECKING:
@@ -317,8 +317,9 @@ def build_arches(
 
 def _sass_runs(sass: ComputeCapability, cc: ComputeCapability) -> bool:
     """SASS runs on GPUs of its major with a minor not below its own (CUDA C Programming Guide,
-    "Binary Compatibility": sm_86 code runs on 8.9, not on 9.0)."""
-    return sass.major == cc.major and sass.minor <= cc.minor
+    "Binary Compatibility": sm_86 code runs on 8.9, not on 9.0), and never across desktop and Tegra
+    GPUs (envkit.knowledge.sass_runs, torch's DEVICE_REQUIREMENT)."""
+    return sass_runs(sass, cc)
 
 
 def arch_coverage(build: BuildArches, cc: ComputeCapability) -> ArchVerdict:

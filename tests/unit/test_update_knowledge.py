@@ -363,9 +363,9 @@ def test_apply_rewrites_only_variant_and_source_lines(data_copy: Path) -> None:
 
     b251 = _block(new, "2.5.1")
     assert (
-        'linux-x86_64 = ["cpu", "cu118", "cu124", "rocm6.1", "rocm6.2"]\n' in b251
-    )  # rocm6.1: not on the page
-    assert 'windows-x86_64 = ["cpu", "cu118", "cu124"]\n' in b251
+        'linux-x86_64 = ["cpu", "cu118", "cu124", "rocm6.1", "rocm6.2", "xpu"]\n' in b251
+    )  # rocm6.1 and xpu: not on the page
+    assert 'windows-x86_64 = ["cpu", "cu118", "cu124", "xpu"]\n' in b251
     assert 'linux-aarch64 = ["cpu"]\nwindows' in b251  # unchanged
     assert 'macos-arm64 = ["cpu"]\n' in b251  # no macOS file on the page: left alone
     assert '[release.conda]\npytorch_cuda = ["11.8", "12.1", "12.4"]' in b251
@@ -382,7 +382,7 @@ def test_apply_rewrites_only_variant_and_source_lines(data_copy: Path) -> None:
     loaded = load_knowledge()
     got = loaded.release(V("2.5.1"))
     assert got is not None
-    assert got.variants["windows-x86_64"] == ("cpu", "cu118", "cu124")
+    assert got.variants["windows-x86_64"] == ("cpu", "cu118", "cu124", "xpu")
     assert got.source.endswith(f"; wheel index read {TODAY}")
     assert got.torchvision == V("0.20.1")
 
@@ -464,7 +464,7 @@ def test_cli_write_to_a_knowledge_copy(tmp_path: Path) -> None:
     proc = _run("--from-dir", str(DATA), "--knowledge-dir", str(tmp_path), "--write")
     assert proc.returncode == 0, proc.stderr
     assert f"{tmp_path / 'releases.toml'}: rewrote 5 release(s)" in proc.stdout
-    assert "  torch 2.7.0: linux-x86_64 cpu, cu118, cu126, cu128, rocm6.2.4, rocm6.3 -> " in proc.stdout
+    assert "  torch 2.7.0: linux-x86_64 cpu, cu118, cu126, cu128, rocm6.2.4, rocm6.3, xpu -> " in proc.stdout
     text = (tmp_path / "releases.toml").read_text(encoding="utf-8")
     assert text.count("; wheel index read ") == 5
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in kb.DATA_DIR.glob("*.toml"))

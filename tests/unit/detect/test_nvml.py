@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from envkit.detect.nvml import RecordedNvml, decode_clock_events, read_nvml, record_nvml
 from envkit.versions import ComputeCapability, Version
 
@@ -106,3 +108,20 @@ def test_clock_event_names() -> None:
     assert decode_clock_events(0) == ()
     assert decode_clock_events(0x8 | 0x40 | 0x80) == ("hw_slowdown", "hw_thermal", "hw_power_brake")
     assert decode_clock_events(0x1000) == ("0x1000",)
+
+
+@pytest.mark.parametrize("value", [0, -1, -12080, 10**9, 999])
+def test_a_cuda_version_integer_out_of_range_is_unknown(value: int) -> None:
+    # NVML's CUDA version integer is range-checked: 0 is not "CUDA 0.0", a negative value does not
+    # raise out of detection (issue 25); the GPUs are still read.
+    record = {
+        "driver_version": "550.54.15",
+        "cuda_driver_version": value,
+        "devices": [{"name": "NVIDIA H100"}],
+    }
+    reading = read_nvml(lambda: RecordedNvml(record))
+    assert reading.cuda_version is None and reading.error is None
+    assert [g.name for g in reading.gpus] == ["NVIDIA H100"]
+    assert (
+        str(read_nvml(lambda: RecordedNvml({**record, "cuda_driver_version": 12080})).cuda_version) == "12.8"
+    )
