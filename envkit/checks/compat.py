@@ -213,17 +213,69 @@ def check_torch_driver_compat(facts: Facts) -> CheckResult:
         )
         return outranked_by_evidence(result, facts)
     if v.status is rules.FloorStatus.MINOR_VERSION:
-        return CheckResult(
-            cid,
-            Status.WARN,
-            f"{label} runs on driver {driver} only through minor-version compatibility",
-            detail=f"CUDA {v.cuda} shipped with driver {v.toolkit_driver}. Below it, PTX JIT fails ('the "
-            "provided PTX was compiled with an unsupported toolchain'): torch.compile's Triton kernels "
-            "and GPUs without SASS in the wheel need a driver ≥ the toolkit's",
-            fix=join_lines(f"upgrade the driver to ≥ {v.toolkit_driver}", f"or: {plan_fix(facts, k)}"),
-        )
+        return _minor_version(facts, k, v, label)
     cuda = f" (CUDA {facts.driver.cuda_version})" if facts.driver.cuda_version else ""
     return CheckResult(cid, Status.PASS, f"{label} runs on driver {driver}{cuda}")
+
+
+def _minor_version(facts: Facts, k: Knowledge, floor: rules.FloorVerdict, label: str) -> CheckResult:
+    """Below the toolkit's own driver, at or above the floor: rules.build_on_driver decides with the
+    build's code for the GPUs here, as the resolver does."""
+    cid = "torch.driver_compat"
+    driver, own = floor.driver, floor.toolkit_driver
+    gpus = _gpus(facts, k)
+    build = _build(facts, k)
+    coverage = [rules.arch_coverage(build, gpu.cc) for _, gpu in gpus]
+    v = rules.build_on_driver(k, floor.cuda, driver, coverage, windows=_windows(facts, k))
+    mvc = (
+        f"CUDA {floor.cuda} shipped with driver {own}; below it NVIDIA's minor-version compatibility "
+        "runs code compiled to SASS but cannot JIT-compile newer PTX "
+        "(docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html)"
+    )
+    if v.status is rules.BuildStatus.MINOR_VERSION:
+        have = " ".join(sorted({gpu.cc.sm for _, gpu in gpus}))
+        return CheckResult(
+            cid,
+            Status.PASS,
+            f"{label} runs on driver {driver} through minor-version compatibility",
+            detail=join_lines(
+                mvc,
+                f"the build has SASS for every GPU here ({have}): nothing needs PTX JIT; torch.compile's "
+                "Triton kernels are assembled by Triton's own ptxas",
+            ),
+        )
+    if v.status is rules.BuildStatus.PTX_JIT:
+        only = ", ".join(label_ for label_, gpu in gpus if gpu.cc in v.ptx_only)
+        return CheckResult(
+            cid,
+            Status.FAIL,
+            f"{label} has only PTX for {only}, which driver {driver} cannot JIT-compile",
+            detail=join_lines(
+                mvc,
+                "CUDA fails with 'the provided PTX was compiled with an unsupported toolchain'",
+            ),
+            fix=join_lines(plan_fix(facts, k), f"or upgrade the driver to ≥ {own}"),
+        )
+    return CheckResult(
+        cid,
+        Status.WARN,
+        f"{label} runs on driver {driver} only through minor-version compatibility",
+        detail=join_lines(
+            mvc,
+            "whether a GPU here needs the build's PTX is not known (no GPU with a known compute "
+            "capability, or no architecture list for this build: `envkit doctor --deep` reads it)",
+        ),
+        fix=join_lines(f"upgrade the driver to ≥ {own}", *_another_build(facts, k)),
+    )
+
+
+def _another_build(facts: Facts, k: Knowledge) -> list[str]:
+    """The resolver's fix as an alternative ("or: …"), unless it is the build already installed."""
+    fix = plan_fix(facts, k)
+    version = facts.torch.version
+    if version is not None and f"torch=={version} " in fix + " ":
+        return []
+    return [f"or: {fix}"]
 
 
 def _build(facts: Facts, k: Knowledge) -> rules.BuildArches:
@@ -238,6 +290,9 @@ def _build(facts: Facts, k: Knowledge) -> rules.BuildArches:
         platform=target_from_facts(facts, k).platform,
         cuda=torch.cuda,
         reported=reported,
+        # A conda build is judged as the resolver planned it: by the pip wheel's list of its CUDA
+        # (linux-x86_64's where the platform has none); the plan says it takes them to match.
+        or_linux=any(p.name == "pytorch" for p in torch.conda_packages),
     )
 
 

@@ -216,7 +216,7 @@ def _pytorch_image_plan(
     --cuda insists instead."""
     from envkit.knowledge.containers import ImageKind
     from envkit.resolve import parse_cuda_request, resolve
-    from envkit.specs.container import choose_image, image_floor
+    from envkit.specs.container import choose_image, image_fits
 
     try:
         choose_image(plan, k, want=ImageKind.PYTORCH)
@@ -231,7 +231,7 @@ def _pytorch_image_plan(
             if i.kind is ImageKind.PYTORCH
             and i.torch is not None
             and (template.torch is None or template.torch.contains(i.torch, prereleases=True))
-            and (driver is None or image_floor(k, i, driver).runs)
+            and image_fits(k, i, driver, target.gpus)
         ),
         key=lambda i: (i.torch, i.cuda, i.ref),
         reverse=True,

@@ -41,6 +41,25 @@ class BaseImage:
     # later R470), 525.85 (or later R525) ..."): each the oldest driver of its branch.
     compat_drivers: tuple[NvVersion, ...] = ()
 
+    @property
+    def publisher(self) -> str:
+        """Who publishes the image and where it is built: what a generated file names as the
+        image's origin. ``source`` is only where envkit saw the tag in use (often a third party's
+        Dockerfile), evidence that the tag exists, not its origin."""
+        if self.kind is ImageKind.CUDA_RUNTIME:
+            python = f"; its python3 is {self.os}'s {self.python}" if self.python else ""
+            return (
+                "NVIDIA's CUDA image, hub.docker.com/r/nvidia/cuda, built from "
+                f"gitlab.com/nvidia/container-images/cuda{python}"
+            )
+        if self.kind is ImageKind.PYTORCH:
+            return (
+                "PyTorch's image, hub.docker.com/r/pytorch/pytorch, built by the Dockerfile of "
+                "github.com/pytorch/pytorch"
+            )
+        notes = self.source if self.source.startswith("https://docs.nvidia.com/") else "its release notes"
+        return f"NVIDIA's NGC PyTorch container, catalog.ngc.nvidia.com; {notes}"
+
 
 def _image(row: Row) -> BaseImage:
     ref = row.text("ref")

@@ -95,6 +95,13 @@ class _Candidate:
     failures: tuple[tuple[str, str], ...]  # (rule, reason)
     risk: Optional[str]  # a warning when it runs only through minor-version compatibility
     needed_driver: Optional[NvVersion] = None  # the floor it failed, when it failed on the driver
+    # Why the driver runs its CUDA only through minor-version compatibility ("driver X is older than
+    # Y, the driver CUDA Z shipped with"); None: it runs it in full.
+    minor_version: Optional[str] = None
+
+    @property
+    def native(self) -> bool:
+        return self.minor_version is None
 
     @property
     def name(self) -> str:
@@ -199,20 +206,24 @@ class _Evaluator:
                     f"no wheels for Python {t.python} (torch {release.torch} supports {span})",
                 )
             )
-        risk = needed = None
+        risk = needed = minor_version = None
         cuda = variant_cuda(variant)
         if cuda is not None:
             failures += self.gpu_driver_failures
             failures += self._jetson_failures(cuda)
-            driver_fail, risk, needed = self._driver(cuda)
+            build = rules.build_arches(
+                self.k, torch=release.torch, variant=variant, platform=t.platform, or_linux=True
+            )
+            coverage = [rules.arch_coverage(build, gpu.cc) for gpu in t.gpus] if build.exact else []
+            driver_fail, risk, needed, minor_version = self._driver(cuda, coverage, variant)
             failures += driver_fail
-            failures += self._arch(release, variant)
+            failures += self._arch(release, variant, build, coverage)
         if req.extensions:
             failures += ext_rule.candidate_failures(
                 release, variant, t, req.extensions, allow_build=req.allow_build
             )
         ordered = tuple(sorted(failures, key=lambda f: RULES.index(f[0])))
-        return _Candidate(release, variant, route, ordered, risk, needed)
+        return _Candidate(release, variant, route, ordered, risk, needed, minor_version)
 
     def _available(self, release: Release, variant: str) -> bool:
         """Whether the local source (Request.available) holds this build for the target."""
@@ -272,33 +283,46 @@ class _Evaluator:
         )
         return [("jetson", reason)]
 
-    def _driver(self, cuda: Version) -> tuple[list[tuple[str, str]], Optional[str], Optional[NvVersion]]:
-        """(failures, the PTX-JIT risk warning, the floor that was not met) for one CUDA version."""
+    def _driver(
+        self, cuda: Version, coverage: list[rules.ArchVerdict], variant: str
+    ) -> tuple[list[tuple[str, str]], Optional[str], Optional[NvVersion], Optional[str]]:
+        """(failures, the warning a plan of it carries, the driver it needs when it failed, why it
+        runs only through minor-version compatibility) for one CUDA build: rules.build_on_driver's
+        verdict, the one torch.driver_compat and spec.driver give."""
         driver = self.target.checked_driver
         if driver is None:
-            return [], None, None
-        v = rules.driver_floor(self.k, cuda, driver, windows=self.windows)
-        if v.status is rules.FloorStatus.UNKNOWN:
-            return [("driver", f"envkit does not know the driver CUDA {cuda} needs")], None, None
-        if v.status is rules.FloorStatus.TOO_OLD:
-            return [("driver", f"driver {driver} < {v.floor} needed by {v.family}")], None, v.floor
-        if v.status is rules.FloorStatus.MINOR_VERSION:
-            own = v.toolkit_driver
-            risk = (
-                f"driver {driver} is older than {own}, the driver CUDA {cuda} shipped with: "
-                "it runs through minor-version compatibility, but PTX JIT (torch.compile / "
-                "Triton kernels, GPUs without SASS in the wheel) may fail with 'the provided PTX "
-                f"was compiled with an unsupported toolchain'; a driver ≥ {own} avoids it"
+            return [], None, None, None
+        v = rules.build_on_driver(self.k, cuda, driver, coverage, windows=self.windows)
+        floor = v.floor
+        if v.status is rules.BuildStatus.UNKNOWN:
+            return [("driver", f"envkit does not know the driver CUDA {cuda} needs")], None, None, None
+        if v.status is rules.BuildStatus.TOO_OLD:
+            failure = ("driver", f"driver {driver} < {floor.floor} needed by {floor.family}")
+            return [failure], None, floor.floor, None
+        own = floor.toolkit_driver
+        gap = f"driver {driver} is older than {own}, the driver CUDA {cuda} shipped with"
+        if v.status is rules.BuildStatus.PTX_JIT:
+            gpus = ", ".join(g.label for g in self.target.gpus if g.cc in v.ptx_only)
+            reason = (
+                f"{gpus} has only PTX in the {variant} build, and driver {driver} (below {own}, the "
+                f"driver CUDA {cuda} shipped with) cannot JIT-compile CUDA {cuda}'s PTX"
             )
-            return [], risk, None
-        return [], None, None
+            return [("driver", reason)], None, own, gap
+        if v.status is rules.BuildStatus.UNCHECKED:
+            risk = (
+                f"{gap}: it runs through minor-version compatibility, which runs the wheel's SASS "
+                "but cannot JIT-compile its newer PTX ('the provided PTX was compiled with an "
+                "unsupported toolchain'); with no GPU given, whether a GPU needs the PTX is not "
+                f"known (give --gpu; a driver ≥ {own} avoids it)"
+            )
+            return [], risk, None, gap
+        return [], None, None, None if v.status is rules.BuildStatus.RUNS else gap
 
-    def _arch(self, release: Release, variant: str) -> list[tuple[str, str]]:
+    def _arch(
+        self, release: Release, variant: str, build: rules.BuildArches, coverage: list[rules.ArchVerdict]
+    ) -> list[tuple[str, str]]:
         if not self.target.gpus:
             return []
-        build = rules.build_arches(
-            self.k, torch=release.torch, variant=variant, platform=self.target.platform, or_linux=True
-        )
         if not build.exact:
             return [("arch", f"envkit has no architecture list for torch {release.torch} {variant}")]
         return [
@@ -309,16 +333,22 @@ class _Evaluator:
                     f"(built for {' '.join(build.names())})"
                 ),
             )
-            for gpu in self.target.gpus
-            if rules.arch_coverage(build, gpu.cc).runs is not True
+            for gpu, verdict in zip(self.target.gpus, coverage)
+            if verdict.runs is not True
         ]
 
 
 def _rank(candidates: list[_Candidate]) -> _Candidate:
-    safe = [c for c in candidates if c.risk is None]
-    if safe:
-        return max(safe, key=lambda c: (c.listed, variant_cuda(c.variant) or Version("0")))
-    return min(candidates, key=lambda c: (not c.listed, variant_cuda(c.variant) or Version("0")))
+    """The newest CUDA the driver runs in full; else the oldest that runs through minor-version
+    compatibility (the smallest gap: a newer driver never gets an older variant), those without a
+    warning first; listed variants before unlisted ones."""
+    native = [c for c in candidates if c.native and c.risk is None]
+    if native:
+        return max(native, key=lambda c: (c.listed, variant_cuda(c.variant) or Version("0")))
+    return min(
+        candidates,
+        key=lambda c: (c.risk is not None, not c.listed, variant_cuda(c.variant) or Version("0")),
+    )
 
 
 # The answer depends on the knowledge, the target and the request alone, and the same questions
@@ -403,10 +433,11 @@ def _newer_variant(cand: _Candidate, chosen: _Candidate) -> bool:
 
 
 def _passed_over(cand: _Candidate) -> str:
-    if cand.risk is not None:
-        # The risk reads "driver X is older than Y, the driver CUDA Z shipped with: it runs …".
-        head = cand.risk.split(": it runs", 1)[0]
-        return f"{head}: it would run only through minor-version compatibility (PTX JIT may fail)"
+    if cand.minor_version is not None:
+        return (
+            f"{cand.minor_version}: it would run only through minor-version compatibility; the chosen "
+            "variant is the smallest gap"
+        )
     return "fits, but pytorch.org's install matrix does not list it"
 
 

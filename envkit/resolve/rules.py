@@ -10,6 +10,10 @@ resolver, the checks, ``spec --check``, verify) writes its own message from it.
 - ``build_arches`` + ``arch_coverage``: whether a build has code for a GPU: the exact list (torch's
   own report, or the knowledge base's row for an official wheel), else the bound of the toolkit the
   build was made with (CUDA 10.2 cannot emit sm_80; CUDA 13 has nothing below sm_75).
+- ``build_on_driver``: whether a driver runs a build's device code on the GPUs it must run on. The
+  one verdict the resolver ranks by and ``torch.driver_compat`` / ``spec.driver`` judge by: below
+  the toolkit's own driver (minor-version compatibility) a build runs where it has SASS for every
+  GPU, and cannot run where a GPU has only its PTX (no JIT of newer PTX).
 - ``conda_forge_dependencies``: the conda-forge lines that select a torch build.
 
 Pure functions over the knowledge base; nothing here knows the machine it runs on.
@@ -36,11 +40,14 @@ __all__ = [
     "BranchStatus",
     "BranchVerdict",
     "BuildArches",
+    "BuildStatus",
+    "BuildVerdict",
     "FloorReason",
     "FloorStatus",
     "FloorVerdict",
     "arch_coverage",
     "build_arches",
+    "build_on_driver",
     "conda_forge_dependencies",
     "driver_branch",
     "driver_floor",
@@ -340,7 +347,90 @@ def arch_coverage(build: BuildArches, cc: ComputeCapability) -> ArchVerdict:
     return ArchVerdict(cc, ArchStatus.UNKNOWN, build)
 
 
-# -- 4. conda-forge's lines for a build ---------------------------------------------------------------
+# -- 4. a build on a driver, with the GPUs it runs on -------------------------------------------------
+#
+# NVIDIA's CUDA Compatibility guide, "Minor Version Compatibility"
+# (docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html): from CUDA 11 on, code
+# built with any toolkit of a major runs on a driver at the major's floor (Table 2), "with limited
+# feature-set"; its application considerations name what is limited: code shipped as PTX does not
+# run (the driver's JIT compiler is older than the PTX: cudaErrorUnsupportedPtxVersion, "the provided
+# PTX was compiled with an unsupported toolchain"), and API calls that need a newer driver return
+# cudaErrorCallRequiresNewerDriver. torch's wheels ship SASS for their architecture list and PTX for
+# the newest only (arch.toml), so a GPU with SASS in the wheel needs no JIT; torch.compile's Triton
+# kernels are assembled to SASS by Triton's own bundled ptxas (triton-lang/triton#5385), not by the
+# driver. So the line is drawn per GPU: SASS for every GPU runs (MINOR_VERSION, no warning); a GPU
+# that only the PTX covers cannot run below the toolkit's driver (PTX_JIT, a failure); GPUs not known,
+# or a build whose list is not known, leave it open (UNCHECKED, a warning that says why).
+
+
+class BuildStatus(Enum):
+    RUNS = "runs"  # at or above the toolkit's own driver: nothing is limited
+    MINOR_VERSION = "minor_version"  # below it, at or above the floor; SASS for every GPU: no JIT needed
+    PTX_JIT = "ptx_jit"  # below it, and a GPU has only the build's PTX, which this driver cannot JIT
+    UNCHECKED = "unchecked"  # below it; the GPUs or the build's list are not known: JIT may be needed
+    TOO_OLD = "too_old"  # below the floor: CUDA does not initialise
+    NO_DRIVER = "no_driver"  # no driver given
+    UNKNOWN = "unknown"  # the knowledge base has no floor for this CUDA
+
+
+@dataclass(frozen=True)
+class BuildVerdict:
+    """A build's CUDA on a driver, judged with the build's coverage of the GPUs (``build_on_driver``)."""
+
+    floor: FloorVerdict
+    status: BuildStatus
+    ptx_only: tuple[ComputeCapability, ...] = ()  # PTX_JIT: the GPUs only the build's PTX covers
+
+    @property
+    def clean(self) -> bool:
+        """Nothing to warn about: it runs in full, or its limits touch nothing these GPUs need."""
+        return self.status in (BuildStatus.RUNS, BuildStatus.MINOR_VERSION, BuildStatus.NO_DRIVER)
+
+    @property
+    def runs(self) -> bool:
+        """CUDA initialises and the GPUs have code (UNCHECKED: as far as is known)."""
+        return self.status in (BuildStatus.RUNS, BuildStatus.MINOR_VERSION, BuildStatus.UNCHECKED)
+
+    @property
+    def needed_driver(self) -> Optional[NvVersion]:
+        """The oldest driver with which it would be clean: the floor when below it, else the
+        toolkit's own driver (PTX JIT of the build's PTX)."""
+        if self.status is BuildStatus.TOO_OLD:
+            return self.floor.floor
+        if self.status in (BuildStatus.PTX_JIT, BuildStatus.UNCHECKED):
+            return self.floor.toolkit_driver
+        return None
+
+
+def build_on_driver(
+    k: Knowledge,
+    cuda: Version,
+    driver: Optional[NvVersion],
+    coverage: Sequence[ArchVerdict],
+    *,
+    windows: bool = False,
+) -> BuildVerdict:
+    """Whether ``driver`` runs a build of CUDA ``cuda`` on the GPUs ``coverage`` judges (one
+    ``arch_coverage`` verdict per GPU; empty: the GPUs are not known)."""
+    floor = driver_floor(k, cuda, driver, windows=windows)
+    plain = {
+        FloorStatus.RUNS: BuildStatus.RUNS,
+        FloorStatus.TOO_OLD: BuildStatus.TOO_OLD,
+        FloorStatus.NO_DRIVER: BuildStatus.NO_DRIVER,
+        FloorStatus.UNKNOWN: BuildStatus.UNKNOWN,
+    }
+    if floor.status in plain:
+        return BuildVerdict(floor, plain[floor.status])
+    # A GPU the build has no code for at all is arch_coverage's finding, not the driver's.
+    ptx_only = tuple(v.cc for v in coverage if v.status is ArchStatus.COVERED and v.via_ptx)
+    if ptx_only:
+        return BuildVerdict(floor, BuildStatus.PTX_JIT, ptx_only)
+    if not coverage or any(v.runs is None for v in coverage):
+        return BuildVerdict(floor, BuildStatus.UNCHECKED)
+    return BuildVerdict(floor, BuildStatus.MINOR_VERSION)
+
+
+# -- 5. conda-forge's lines for a build ---------------------------------------------------------------
 
 
 def conda_forge_dependencies(k: Knowledge, torch: Version, cuda: Optional[Version]) -> tuple[str, ...]:

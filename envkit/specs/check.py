@@ -232,6 +232,9 @@ def _driver(it: SpecIntent) -> CheckResult:
         return _result("spec.driver", [], "", skip="no target driver to check against (pass --driver)")
     verdict = rules.driver_floor(it.k, it.cuda, driver, windows=it.windows)
     floor, own = verdict.floor, None if it.major_only else verdict.toolkit_driver
+    build = _build(it)
+    coverage = [rules.arch_coverage(build, g.cc) for g in t.gpus] if build is not None else []
+    on_driver = rules.build_on_driver(it.k, it.cuda, driver, coverage, windows=it.windows)
     what = f"CUDA {it.cuda.major}.x" if it.major_only else f"CUDA {it.cuda}"
     if verdict.status is rules.FloorStatus.UNKNOWN:
         return _result("spec.driver", [], "", skip=f"envkit does not know which driver {what} needs")
@@ -244,14 +247,57 @@ def _driver(it: SpecIntent) -> CheckResult:
         if verdict.reason is rules.FloorReason.TOOLKIT_DRIVER:
             why = f"The driver CUDA {verdict.cuda} shipped with (CUDA release notes, Table 3)."
         found.append((Status.FAIL, f"driver {driver} cannot run {what}: it needs {floor} or newer", why, fix))
-    elif own is not None and driver < own:
-        why = (
-            f"{what} shipped with driver {own} (NVIDIA's Table 3): PTX JIT (torch.compile, Triton) may fail "
-            "with 'the provided PTX was compiled with an unsupported toolchain'."
+    elif own is not None and driver < own and on_driver.status is not rules.BuildStatus.MINOR_VERSION:
+        # rules.build_on_driver: the resolver's verdict too. SASS for every target GPU needs no JIT.
+        mvc = (
+            f"{what} shipped with driver {own} (NVIDIA's Table 3); below it minor-version compatibility "
+            "runs SASS but cannot JIT-compile newer PTX ('the provided PTX was compiled with an "
+            "unsupported toolchain', docs.nvidia.com/deploy/cuda-compatibility/)."
         )
-        summary = f"driver {driver} runs {what} only through minor-version compatibility"
-        found.append((Status.WARN, summary, why, f"upgrade the driver to ≥ {own}"))
+        if on_driver.status is rules.BuildStatus.PTX_JIT:
+            gpus = ", ".join(g.label for g in t.gpus if g.cc in on_driver.ptx_only)
+            plan = it.plan(torch=spec)
+            fix = (
+                f"use {plan.variant}: {it.command(plan)}; " if plan else ""
+            ) + f"or upgrade the driver to ≥ {own}"
+            summary = f"{gpus} has only PTX in {what}'s build, which driver {driver} cannot JIT-compile"
+            found.append((Status.FAIL, summary, mvc, fix))
+        else:
+            unknown = (
+                "no target GPU given (pass --gpu)"
+                if not t.gpus
+                else "the build's architectures are not known"
+            )
+            summary = f"driver {driver} runs {what} only through minor-version compatibility"
+            found.append(
+                (
+                    Status.WARN,
+                    summary,
+                    f"{mvc} Whether a GPU needs it: {unknown}.",
+                    f"upgrade the driver to ≥ {own}",
+                )
+            )
+    elif own is not None and driver < own:
+        return _result(
+            "spec.driver",
+            [],
+            f"driver {driver} runs {what} through minor-version compatibility (SASS for every GPU)",
+        )
     return _result("spec.driver", found, f"driver {driver} runs {what}")
+
+
+def _build(it: SpecIntent) -> Optional[rules.BuildArches]:
+    """The exact architecture list of the file's build (an official wheel envkit knows), or None."""
+    variant = it.variant
+    if variant is None or variant_cuda(variant) is None:
+        return None
+    release = next((r for r in it.releases if any(variant in vs for vs in r.variants.values())), None)
+    if release is None:
+        return None
+    build = rules.build_arches(
+        it.k, torch=release.torch, variant=variant, platform=it.target.platform, or_linux=True
+    )
+    return build if build.exact else None
 
 
 def _arch(it: SpecIntent) -> CheckResult:
@@ -262,10 +308,8 @@ def _arch(it: SpecIntent) -> CheckResult:
         why = "a CPU build" if variant == "cpu" else "the file does not say which CUDA build it installs"
         return _result("spec.arch", [], "", skip=why)
     release = next((r for r in it.releases if any(variant in vs for vs in r.variants.values())), None)
-    build = release and rules.build_arches(
-        it.k, torch=release.torch, variant=variant, platform=t.platform, or_linux=True
-    )
-    if release is None or not build or not build.exact:
+    build = _build(it)
+    if release is None or build is None:
         return _result("spec.arch", [], "", skip=f"envkit has no architecture list for this {variant} build")
     missing = [g.label for g in t.gpus if rules.arch_coverage(build, g.cc).runs is not True]
     found = []

@@ -17,7 +17,7 @@ from envkit.knowledge import variant_cuda
 from envkit.knowledge.containers import ImageKind
 from envkit.report import CheckResult, Status
 from envkit.resolve import Channel, Request, parse_cuda_request, resolve, rules
-from envkit.specs.container import forward_compatible, image_floor
+from envkit.specs.container import forward_compatible, image_fits, image_floor
 from envkit.specs.intent import variant_of_url
 from envkit.versions import Version
 
@@ -49,6 +49,10 @@ _K8S_SHM: Final = (
 )
 
 
+def _mm(v: Version) -> Version:
+    return Version(f"{v.major}.{v.minor}")
+
+
 def _repo_tag(ref: str) -> tuple[str, str]:
     name, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
     for prefix in ("docker.io/", "index.docker.io/", "nvcr.io/", "library/"):
@@ -65,7 +69,7 @@ def image_cuda(ref: str, k: Knowledge) -> Optional[tuple[Version, str]]:
     pytorch/pytorch rows cite their release notes), else the nvidia/cuda or pytorch/pytorch tag."""
     row = _row(ref, k)
     if row is not None:
-        return row.cuda, f"containers.toml: {row.source}"
+        return row.cuda, f"{row.publisher}; envkit's containers.toml"
     name, tag = _repo_tag(ref)
     match = (
         _CUDA_TAG_RE.match(tag)
@@ -117,11 +121,10 @@ def _image(c: ContainerFile, k: Knowledge, t: Target) -> CheckResult:
             if repo == "nvidia/pytorch"
             else ImageKind.PYTORCH
         )
-        better = [
-            i
-            for i in k.images
-            if i.kind is kind and image_floor(k, i, driver).status is rules.FloorStatus.RUNS
-        ]
+        # container.image and choose_image judge by the same rule (image_fits).
+        if verdict.status is rules.FloorStatus.MINOR_VERSION and row and image_fits(k, row, driver, t.gpus):
+            continue
+        better = [i for i in k.images if i.kind is kind and image_fits(k, i, driver, t.gpus)]
         instead = f"FROM {max(better, key=lambda i: i.cuda).ref}, or " if better else ""
         where = f"{use.where}: {use.ref} is CUDA {cuda} ({source})"
         compat = forward_compatible(row, driver) if row is not None and row.driver is not None else None
@@ -145,11 +148,24 @@ def _image(c: ContainerFile, k: Knowledge, t: Target) -> CheckResult:
             summary = f"{use.ref} needs driver ≥ {verdict.floor} (CUDA {cuda}); the target has {driver}"
             why = f"{where}; NVIDIA's driver floor for it (CUDA release notes, Tables 2 and 3)."
             found.append((Status.FAIL, summary, why, fix))
-        elif verdict.status is rules.FloorStatus.MINOR_VERSION:
-            summary = f"driver {driver} runs {use.ref} only through minor-version compatibility"
+        elif verdict.status is rules.FloorStatus.MINOR_VERSION and kind is ImageKind.CUDA_RUNTIME:
+            summary = f"driver {driver} is older than CUDA {_mm(cuda)}'s: {use.ref} may not start"
             why = (
-                f"{where}, which shipped with driver {verdict.toolkit_driver} (Table 3): PTX JIT "
-                "(torch.compile, Triton) may fail with 'unsupported toolchain'."
+                f"{where}, which shipped with driver {verdict.toolkit_driver} (Table 3). The image sets "
+                f"NVIDIA_REQUIRE_CUDA=cuda>={_mm(cuda)}, which the NVIDIA container runtime checks "
+                "before it starts ('unsatisfied condition: cuda>=X.Y, please update your driver'; "
+                "NVIDIA/nvidia-container-toolkit#152) unless the image's brand clauses name this "
+                "driver's branch for the GPU; minor-version compatibility is not enough."
+            )
+            found.append(
+                (Status.WARN, summary, why, f"{instead}upgrade the driver to ≥ {verdict.toolkit_driver}")
+            )
+        elif verdict.status is rules.FloorStatus.MINOR_VERSION:
+            summary = f"driver {driver} runs the torch of {use.ref} only through minor-version compatibility"
+            why = (
+                f"{where}, which shipped with driver {verdict.toolkit_driver} (Table 3); whether a "
+                "target GPU needs its PTX, which this driver cannot JIT-compile, is "
+                + ("not known (pass --gpu)." if not t.gpus else "yes: a GPU has only PTX in it.")
             )
             found.append(
                 (Status.WARN, summary, why, f"{instead}upgrade the driver to ≥ {verdict.toolkit_driver}")

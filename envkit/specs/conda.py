@@ -40,6 +40,7 @@ SUBDIRS: Final = {
     "linux-aarch64": "linux-aarch64",
     "windows-x86_64": "win-64",
     "macos-arm64": "osx-arm64",
+    "macos-x86_64": "osx-64",
 }
 # conda-lock's own defaults for the other virtual packages (conda_lock/default-virtual-packages.yaml,
 # conda-lock 4.0.3), kept so that only __cuda differs from what conda-lock would assume.
@@ -48,6 +49,7 @@ _VIRTUAL: Final = {
     "linux-aarch64": {"__unix": "0", "__linux": "5.10", "__archspec": "1 aarch64", "__glibc": "2.28"},
     "win-64": {"__win": "0", "__archspec": "1 x86_64"},
     "osx-arm64": {"__unix": "0", "__archspec": "1 arm64", "__osx": "11.0"},
+    "osx-64": {"__unix": "0", "__archspec": "1 x86_64", "__osx": "11.0"},
 }
 _PLAIN: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=<>!*,+-]*$")
 
@@ -66,7 +68,7 @@ def render_virtual_packages(plan: Plan, k: Knowledge, template_name: str, regen:
         plan, template_name, "conda-lock reads virtual-packages.yml from its folder by name", regen
     )
     driver = plan.target.checked_driver
-    if driver is not None and subdir != "osx-arm64":
+    if driver is not None and not subdir.startswith("osx-"):
         cuda = k.cuda_for_driver(driver, windows=subdir == "win-64")
         if cuda is not None:
             packages["__cuda"] = str(cuda)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from envkit.knowledge import Knowledge
     from envkit.resolve import Plan
+    from envkit.resolve.target import GpuTarget
     from envkit.specs.pip import PipSource
     from envkit.specs.template import Template
 
@@ -37,6 +38,7 @@ __all__ = [
     "CONTAINER_FORMATS",
     "choose_image",
     "forward_compatible",
+    "image_fits",
     "image_floor",
     "image_kind",
     "render_apptainer",
@@ -84,6 +86,36 @@ def image_floor(k: Knowledge, image: BaseImage, driver: Optional[NvVersion]) -> 
     )
 
 
+def image_fits(
+    k: Knowledge, image: BaseImage, driver: Optional[NvVersion], gpus: Sequence[GpuTarget] = ()
+) -> bool:
+    """Whether ``driver`` starts and runs ``image`` with nothing to warn about: the one rule
+    choose_image picks by and ``container.image`` (spec --check) judges by.
+
+    - nvidia/cuda: the driver's own CUDA must be the image's or newer. The image sets
+      NVIDIA_REQUIRE_CUDA="cuda>=X.Y …", which the NVIDIA container runtime checks before the
+      container starts ("requirement error: unsatisfied condition: cuda>=12.6, please update your
+      driver", ggml-org/llama.cpp#9665; NVIDIA/nvidia-container-toolkit#152): minor-version
+      compatibility is not enough, unless one of the image's brand clauses names the driver's
+      branch for the GPU's brand, which envkit does not know.
+    - NGC (nvcr.io/nvidia/pytorch): the minimum driver its release notes state, else the floor of
+      its CUDA (image_floor; containers.toml's NGC rows say why).
+    - pytorch/pytorch: built FROM ubuntu without NVIDIA_REQUIRE_CUDA (github.com/pytorch/pytorch
+      Dockerfile, official stage): its torch wheel decides, as any wheel does
+      (rules.build_on_driver with the target's GPUs).
+    """
+    if driver is None:
+        return True
+    if image.kind is ImageKind.PYTORCH and image.torch is not None:
+        variant = f"cu{image.cuda.major}{image.cuda.minor}"
+        build = rules.build_arches(k, torch=image.torch, variant=variant, or_linux=True)
+        coverage = [rules.arch_coverage(build, g.cc) for g in gpus] if build.exact else []
+        return rules.build_on_driver(k, image.cuda, driver, coverage).clean
+    if image.kind is ImageKind.NGC:
+        return image_floor(k, image, driver).runs
+    return image_floor(k, image, driver).status is rules.FloorStatus.RUNS
+
+
 def forward_compatible(image: BaseImage, driver: NvVersion) -> Optional[NvVersion]:
     """The forward-compatible branch floor of ``image``'s release notes that ``driver`` meets (its
     own branch, at or above the listed driver), or None. Data-center GPUs only, through the CUDA
@@ -118,7 +150,7 @@ def choose_image(
     driver = plan.target.checked_driver
 
     def runs(image: BaseImage) -> bool:
-        return driver is None or image_floor(k, image, driver).runs
+        return image_fits(k, image, driver, plan.target.gpus)
 
     if want is ImageKind.NGC:  # NVIDIA's torch build: any release of the plan's CUDA major it runs
         fits = [i for i in rows if i.kind is ImageKind.NGC and i.cuda.major == plan.cuda.major and runs(i)]
@@ -183,7 +215,7 @@ def render_dockerfile(plan: Plan, template: Template, source: PipSource, regen: 
     lines = ["# syntax=docker/dockerfile:1"]
     lines += comment(header(plan, template.name, use, regen))
     lines += comment(
-        [f"Base image: {image.ref} ({image.source})", "Check it on a GPU node:", f"  {_verify_line(plan)}"]
+        [f"Base image: {image.ref} ({image.publisher})", "Check it on a GPU node:", f"  {_verify_line(plan)}"]
     )
     lines += [f"FROM {image.ref}", "ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1"]
     if image.kind is ImageKind.CUDA_RUNTIME:
@@ -210,7 +242,7 @@ def render_apptainer(plan: Plan, template: Template, source: PipSource, regen: s
     use = "apptainer build --nv IMAGE.sif Apptainer.def  (requirements.txt in the same folder)"
     lines = ["Bootstrap: docker", f"From: {image.ref}", ""]
     lines += comment(header(plan, template.name, use, regen))
-    lines += comment([f"Base image: {image.ref} ({image.source})"])
+    lines += comment([f"Base image: {image.ref} ({image.publisher})"])
     python = "python3" if image.kind is ImageKind.CUDA_RUNTIME else "python"
     lines += ["", "%files", "    requirements.txt /opt/requirements.txt", "", "%post"]
     if image.kind is ImageKind.CUDA_RUNTIME:

@@ -58,12 +58,37 @@ def test_cu130_wheel_on_a_570_driver_fails_with_the_exact_fix() -> None:
     assert result.fix.splitlines()[1] == "or upgrade the driver to ≥ 580.65.06"
 
 
-def test_below_the_toolkit_driver_warns() -> None:
+def test_below_the_toolkit_driver_with_sass_for_every_gpu_passes() -> None:
+    # Minor-version compatibility runs SASS; only newer PTX needs the toolkit's driver (NVIDIA's
+    # CUDA Compatibility guide). The cu128 wheel has sm_90 SASS: nothing needs the JIT.
     facts = machine("550.54.15", "NVIDIA H100 80GB HBM3", (9, 0), "2.7.0+cu128", "12.8")
+    result = check_torch_driver_compat(facts)
+    assert result.status is Status.PASS
+    assert "through minor-version compatibility" in result.summary
+    assert "sm_90" in result.detail
+
+
+def test_below_the_toolkit_driver_with_no_gpu_known_warns() -> None:
+    facts = dataclasses.replace(
+        machine("550.54.15", "NVIDIA H100 80GB HBM3", (9, 0), "2.7.0+cu128", "12.8"), gpus=()
+    )
     result = check_torch_driver_compat(facts)
     assert result.status is Status.WARN
     assert "minor-version compatibility" in result.summary
     assert result.fix.startswith("upgrade the driver to ≥ 570.26")
+    # Its way out is never the build already installed (the resolver would pick it again).
+    assert "torch==2.7.0+cu128 " not in result.fix + " "
+
+
+def test_below_the_toolkit_driver_a_gpu_with_only_ptx_fails() -> None:
+    # torch's own list (--deep): sm_80 SASS and compute_80 PTX; an sm_90 GPU runs only the PTX,
+    # which a driver below CUDA 12.8's own cannot JIT-compile.
+    deep = DeepTorchFacts(ok=True, cuda_available=True, arch_list=("sm_80", "compute_80"))
+    facts = machine("550.54.15", "NVIDIA H100 80GB HBM3", (9, 0), "2.7.0+cu128", "12.8", deep=deep)
+    result = check_torch_driver_compat(facts)
+    assert result.status is Status.FAIL
+    assert "only PTX" in result.summary and "GPU 0" in result.summary
+    assert "or upgrade the driver to ≥ 570.26" in result.fix
 
 
 def test_matching_driver_passes() -> None:

@@ -45,7 +45,11 @@ def test_driver_470_gets_cu118_at_most() -> None:
     p = plan(target("470.82.01", "sm_70"))
     assert p.variant == "cu118"
     assert p.torch == Version("2.7.1")  # the last release with cu118 wheels
-    assert p.warnings  # 470 is below 11.8's own driver (520.61.05): PTX JIT risk
+    # 470 is below 11.8's own driver (520.61.05): minor-version compatibility, and the wheel has
+    # sm_70 SASS, so nothing needs PTX JIT (rules.build_on_driver): no warning.
+    assert p.warnings == ()
+    # Without a GPU, whether one needs the PTX is not known: the plan says so.
+    assert "minor-version compatibility" in plan(target("470.82.01")).warnings[0]
 
 
 def test_rtx_5090_needs_torch_2_7_with_cu128_or_newer() -> None:
@@ -75,15 +79,28 @@ def test_h200_with_driver_580_gets_cu130_not_cu132() -> None:
     assert p.index_url == "https://download.pytorch.org/whl/cu130"
 
 
-def test_driver_535_still_gets_the_newest_torch_through_cu12x_with_a_warning() -> None:
+def test_driver_535_gets_the_newest_torch_through_cu12x_without_a_warning_where_every_gpu_has_sass() -> None:
     p = plan(target("535.104.05", "sm_90"))
     newest_with_cu12 = max(
         r.torch for r in K.releases if any(v.startswith("cu12") for v in r.variants["linux-x86_64"])
     )
     assert p.torch == newest_with_cu12
     assert p.variant.startswith("cu12")
-    assert "minor-version compatibility" in p.warnings[0]
+    assert p.warnings == ()  # sm_90 SASS in the wheel: minor-version compatibility runs it in full
+    # The smallest gap: the oldest cu12 variant of the release, the newer ones passed over.
+    cu12 = sorted(v for v in K.release(p.torch).variants["linux-x86_64"] if v.startswith("cu12"))
+    assert p.variant == cu12[0]
+    older = plan(target("535.104.05", "sm_90"), torch="2.8.*")
+    assert older.variant == "cu126" and older.warnings == ()
+    assert [r.candidate for r in older.rejected if "minor-version compatibility" in r.reason] == [
+        "2.8.0+cu128",
+        "2.8.0+cu129",
+    ]
     assert any(r.reason == "driver 535.104.05 < 580.65.06 needed by CUDA 13.x" for r in p.rejected)
+    # No GPU given: whether a GPU needs the wheel's PTX is not known, and the plan says so.
+    bare = plan(target("535.104.05"))
+    assert (bare.torch, bare.variant) == (p.torch, p.variant)
+    assert "minor-version compatibility" in bare.warnings[0] and "--gpu" in bare.warnings[0]
 
 
 def test_conda_cuda_12_1_is_the_old_pytorch_channel_route() -> None:

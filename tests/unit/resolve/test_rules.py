@@ -331,3 +331,36 @@ def test_a_paste_without_a_platform_is_not_the_readers_machine() -> None:
     # The facts' own platform, and the caller's machine only for facts it detected itself.
     assert target_from_facts(facts, K, local_platform="macos-arm64").platform == "macos-arm64"
     assert GpuTarget(CC(9, 0)).label == "sm_90"
+
+
+# build_on_driver: one verdict for the resolver, torch.driver_compat and spec.driver --------------
+
+
+def _mvc(coverage: list[rules.ArchVerdict]) -> rules.BuildVerdict:
+    return rules.build_on_driver(K, Version("12.6"), NvVersion("535.104.05"), coverage)
+
+
+def test_minor_version_compatibility_with_sass_for_every_gpu_is_clean() -> None:
+    build = rules.BuildArches(rules.ArchOrigin.OFFICIAL, (ComputeCapability(8, 0),), ())
+    v = _mvc([rules.arch_coverage(build, ComputeCapability(8, 0))])
+    assert v.status is rules.BuildStatus.MINOR_VERSION and v.clean and v.runs
+    assert v.needed_driver is None
+
+
+def test_minor_version_compatibility_where_a_gpu_needs_the_ptx_fails() -> None:
+    build = rules.BuildArches(rules.ArchOrigin.OFFICIAL, (ComputeCapability(8, 0),), (ComputeCapability(8, 0),))
+    v = _mvc([rules.arch_coverage(build, ComputeCapability(9, 0))])
+    assert v.status is rules.BuildStatus.PTX_JIT and not v.runs and not v.clean
+    assert v.ptx_only == (ComputeCapability(9, 0),)
+    assert v.needed_driver == NvVersion("560.28.03")  # CUDA 12.6's own driver
+
+
+def test_minor_version_compatibility_without_gpus_is_unchecked() -> None:
+    v = _mvc([])
+    assert v.status is rules.BuildStatus.UNCHECKED and v.runs and not v.clean
+
+
+def test_the_toolkit_driver_runs_everything_and_below_the_floor_nothing() -> None:
+    assert rules.build_on_driver(K, Version("12.6"), NvVersion("560.28.03"), []).status is rules.BuildStatus.RUNS
+    low = rules.build_on_driver(K, Version("12.6"), NvVersion("520.61.05"), [])
+    assert low.status is rules.BuildStatus.TOO_OLD and low.needed_driver == NvVersion("525.60.13")

@@ -38,9 +38,10 @@ def test_apptainer_format_and_an_older_image_for_an_older_plan() -> None:
     p = plan("535.104.05", "sm_80", cuda="12.4", python="3.10")
     files = render_specs(p, load_template("pt2"), "apptainer")
     definition = files["Apptainer.def"]
-    # The plan's CUDA minor on the OS whose python3 is the plan's Python; the plain runtime image
-    # over the 12.4.1 cudnn one (driver 535 runs CUDA 12.4 through minor-version compatibility).
-    assert definition.startswith("Bootstrap: docker\nFrom: nvidia/cuda:12.4.1-runtime-ubuntu22.04\n")
+    # Not the plan's CUDA 12.4: an nvidia/cuda image's NVIDIA_REQUIRE_CUDA=cuda>=12.4 would not start
+    # on driver 535 (CUDA 12.2), minor-version compatibility or not (image_fits); the newest image
+    # of the major that it starts, on the OS whose python3 is the plan's Python.
+    assert definition.startswith("Bootstrap: docker\nFrom: nvidia/cuda:12.1.1-runtime-ubuntu22.04\n")
     assert "%test" in definition and "%files\n    requirements.txt /opt/requirements.txt" in definition
 
 
