@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from envkit.progress import RunProgress
+    from envkit.report import Report
     from envkit.resolve.plan import PlanFlags
 
 
@@ -475,6 +476,14 @@ def doctor(
     timeout: Annotated[
         float, typer.Option("--timeout", metavar="SECONDS", help="Seconds the whole run may take.", min=0.1)
     ] = 30.0,
+    output_format: Annotated[
+        Optional[str],
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            help="text (the table), json (as --json), openmetrics or prometheus (metrics text).",
+        ),
+    ] = None,
     verbose: Verbose = False,
     quiet: Quiet = False,
 ) -> int:
@@ -482,6 +491,8 @@ def doctor(
     from envkit.commands.doctor import diagnose, diagnose_file
     from envkit.system import System
 
+    shape = _doctor_format(output_format, json_out)
+    json_out = shape != "text"  # no live progress on stderr for any machine-read format
     if from_file is not None:
         if python or env or deep:
             stderr.print("envkit: --from reads a saved report; --python, --env and --deep do not apply")
@@ -494,8 +505,13 @@ def doctor(
             report = diagnose(
                 System(), python=python, env_name=env, deep=deep, timeout=_left(timeout), progress=progress
             )
-    if json_out:
+    if shape == "json":
         print_json(report.to_json(strict=strict))
+    elif shape in ("openmetrics", "prometheus"):
+        from envkit.render.metrics import openmetrics_text, prometheus_text
+
+        write = openmetrics_text if shape == "openmetrics" else prometheus_text
+        _print_text(write(report, strict=strict))
     else:
         from envkit.render.console import render_report
 
@@ -515,6 +531,31 @@ def _paste_prompt(timeout: float) -> None:
         f" report), then press {end}; envkit waits up to {timeout:g} s (--timeout)",
         markup=False,
     )
+
+
+DOCTOR_FORMATS = ("text", "json", "openmetrics", "prometheus")
+
+
+def _doctor_format(output_format: Optional[str], json_out: bool) -> str:
+    """doctor's output: --format, else --json's json, else the table; both naming two is exit 2."""
+    if output_format is None:
+        return "json" if json_out else "text"
+    if output_format not in DOCTOR_FORMATS:
+        raise typer.BadParameter(
+            f"{output_format!r}: one of {', '.join(DOCTOR_FORMATS)}", param_hint="--format"
+        )
+    if json_out and output_format != "json":
+        raise typer.BadParameter(
+            f"--json and --format {output_format} name two outputs", param_hint="--format"
+        )
+    return output_format
+
+
+def _print_text(text: str) -> None:
+    """Text written as it is on stdout, UTF-8 whatever the locale (as --json writes JSON)."""
+    from envkit.render.streams import write_stdout
+
+    write_stdout(text)
 
 
 @app.command(epilog=_examples("resolve"))
@@ -689,6 +730,37 @@ def preflight(
     junit: Annotated[
         Optional[str], typer.Option("--junit", metavar="FILE", help="Also write JUnit XML to this file.")
     ] = None,
+    metrics: Annotated[
+        Optional[str],
+        typer.Option(
+            "--metrics",
+            metavar="FILE",
+            help="Also write Prometheus metrics there (node_exporter's textfile collector: NAME.prom).",
+        ),
+    ] = None,
+    nfd_labels: Annotated[
+        Optional[str],
+        typer.Option(
+            "--nfd-labels",
+            metavar="FILE",
+            help="Also write Node Feature Discovery labels there (a file in NFD's features.d/).",
+        ),
+    ] = None,
+    npd: Annotated[
+        bool,
+        typer.Option(
+            "--npd",
+            help="node-problem-detector plugin: one line on stdout; exit 0 OK, 1 NonOK, 2 Unknown.",
+        ),
+    ] = False,
+    every: Annotated[
+        Optional[str],
+        typer.Option(
+            "--every",
+            metavar="INTERVAL",
+            help="Run again every INTERVAL (30s, 5m, 1h) until stopped, rewriting the files.",
+        ),
+    ] = None,
     timeout: Annotated[
         float,
         typer.Option(
@@ -723,33 +795,50 @@ def preflight(
     """The cluster-provisioning gate: exit 0 healthy, 1 unhealthy (a one-line reason), 2 could not check."""
     from envkit.commands.preflight import Watchdog, drain_reason
     from envkit.commands.preflight import preflight as run_preflight
+    from envkit.render.files import ReportFiles
     from envkit.system import System
     from envkit.verify import parse_checks, parse_compile_devices
 
+    if npd and (json_out or verbose or every):
+        raise typer.BadParameter(
+            "the plugin prints one line: not with --json, -v or --every", param_hint="--npd"
+        )
+    if every is not None and (json_out or verbose):
+        raise typer.BadParameter(
+            "a watch writes files (--metrics, --nfd-labels, --junit): not --json or -v", param_hint="--every"
+        )
     checks = parse_checks(verify_checks, option="--verify") if verify_checks else ()
     compile_on = parse_compile_devices(compile_devices)
-    # The watchdog answers if anything below gets stuck past the budget (a C call holding the GIL).
-    shown = _run_progress(quiet=quiet or not checks, json_out=json_out)
-    left = _left(timeout)
-    with Watchdog(left + 5.0, _unanswered(timeout + 5.0)), shown as progress:
-        report = run_preflight(
-            System(),
-            expect_path=expect,
-            verify_checks=checks,
-            python=python,
-            env_name=env,
-            timeout=left,
-            progress=progress,
-            compile_on=compile_on,
-        )
-    junit_error: Optional[EnvkitError] = None
-    if junit:
-        from envkit.render.junit import write_junit
+    files = ReportFiles(junit=junit, metrics=metrics, nfd_labels=nfd_labels)
 
-        try:
-            write_junit(report, junit, name="envkit.preflight", strict=strict)
-        except EnvkitError as exc:  # the verdict still goes out; the code says the file is missing
-            junit_error = exc
+    def once(budget: float, progress: "RunProgress") -> "Report":
+        # The watchdog answers if anything below gets stuck past the budget (a C call holding the GIL).
+        with Watchdog(budget + 5.0, _unanswered(timeout + 5.0, npd=npd)):
+            return run_preflight(
+                System(),
+                expect_path=expect,
+                verify_checks=checks,
+                python=python,
+                env_name=env,
+                timeout=budget,
+                progress=progress,
+                compile_on=compile_on,
+            )
+
+    if every is not None:
+        return _watch(once, files, every=every, timeout=timeout, strict=strict)
+    try:
+        with _run_progress(quiet=quiet or not checks or npd, json_out=json_out) as progress:
+            report = once(_left(timeout), progress)
+    except EnvkitError as exc:
+        if not npd:
+            raise
+        # Unknown to NPD (exit 2), with the reason as the condition's message.
+        from envkit.render.npd import npd_message
+
+        _print_text(npd_message(f"envkit: could not check: {exc.message}", {}) + "\n")
+        raise
+    file_errors = files.write(report, strict=strict)
     if json_out:
         print_json(report.to_json(strict=strict))
     elif verbose:
@@ -757,18 +846,74 @@ def preflight(
 
         render_report(report, stdout, verbose=True, strict=strict, title="envkit preflight")
     code = report.exit_code(strict=strict)
-    if code:
-        reason = drain_reason(report) or "envkit: warnings (--strict)"
+    reason = (drain_reason(report) or "envkit: warnings (--strict)") if code else None
+    if npd:
+        from envkit.render.npd import npd_message
+
+        _print_text(npd_message(reason, report.counts()) + "\n")
+    if reason is not None:
         from envkit.render.streams import stderr as raw_stderr
 
         raw_stderr.write(reason + "\n")  # as it is: the drain reason a scheduler reads
-    if junit_error is not None:
+    for error in file_errors:
         # Unhealthy stays 1 (the node must be drained either way); healthy becomes 2: asked-for output
-        # is missing, and a CI step that reads the JUnit file would otherwise pass on nothing.
-        passed = "" if code else " (the checks passed; exit 2: the JUnit file was asked for)"
-        stderr.print(f"[bold red]envkit:[/] {_escape(junit_error.message)}{passed}")
-        return code or junit_error.exit_code
-    return code
+        # is missing, and a reader of the file would otherwise go on with the previous run's.
+        passed = "" if code else " (the checks passed; exit 2: the file was asked for)"
+        stderr.print(f"[bold red]envkit:[/] {_escape(error.message)}{passed}")
+    return code or (file_errors[0].exit_code if file_errors else 0)
+
+
+def _watch(
+    once: Callable[[float, "RunProgress"], "Report"], files: Any, *, every: str, timeout: float, strict: bool
+) -> int:
+    """preflight --every: the files rewritten after each run, a line on stderr when a verdict
+    changes (envkit.commands.watch); ends with Ctrl-C or SIGTERM (exit 130)."""
+    from envkit.commands.watch import parse_every, watch
+    from envkit.progress import NO_PROGRESS
+    from envkit.render.metrics import WatchState
+
+    interval = parse_every(every)
+    files.check()  # a path that cannot be written is exit 2 before the first run, not a log line
+    budgets = [_left(timeout)]  # the first run's budget counts from the process's start
+    shown: dict[str, str] = {}
+
+    from envkit.render.streams import stderr as raw_stderr
+
+    def log(line: str) -> None:
+        now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+        raw_stderr.write(f"envkit: {now} {_plain(line)}\n")
+        raw_stderr.flush()
+
+    def run() -> "Report":
+        return once(budgets.pop() if budgets else timeout, NO_PROGRESS)
+
+    def landed(report: "Report", runs: int, skipped: int) -> None:
+        # nfd-worker re-reads the file every 60 s (its default core.sleepInterval): the labels
+        # outlive three missed runs and one re-read, then NFD drops them instead of vouching for
+        # a node whose watch has stopped.
+        expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3 * interval + 60)
+        errors = files.write(
+            report, strict=strict, watch=WatchState(runs, skipped, interval), labels_expire=expires
+        )
+        now = {e.message.split(":", 1)[0]: e.message for e in errors}
+        for key, message in now.items():
+            if shown.get(key) != message:
+                log(message)
+        for key in set(shown) - set(now):
+            log(f"{key}: written again")
+        shown.clear()
+        shown.update(now)
+
+    watch(run, interval=interval, landed=landed, log=log, strict=strict)
+    return 0
+
+
+def _plain(text: str) -> str:
+    """One log line: redacted, control characters shown, newlines as spaces."""
+    from envkit.redact import redact
+    from envkit.render.terminal import printable
+
+    return printable(redact(text)).replace("\n", " ").replace("\t", " ")
 
 
 @app.command(epilog=_examples("fleet"))
@@ -1315,13 +1460,18 @@ def _left(timeout: float) -> float:
     return max(timeout - (time.monotonic() - _PROCESS_START), 0.1)
 
 
-def _unanswered(seconds: float) -> Callable[[], None]:
+def _unanswered(seconds: float, *, npd: bool = False) -> Callable[[], None]:
     """preflight's last resort, called by its watchdog's thread: one line, exit 1 (unhealthy: a
     node that cannot answer in time must be drained), whatever the main thread is doing (stuck in a
-    C call, deaf to signals): os._exit, because sys.exit would only end the watchdog's thread."""
+    C call, deaf to signals): os._exit, because sys.exit would only end the watchdog's thread.
+    With --npd the line is also the plugin's stdout (NPD's condition message)."""
 
     def fire() -> None:
-        sys.stderr.write(f"envkit: preflight: no answer within {seconds:g} s (watchdog)\n")
+        line = f"envkit: preflight: no answer within {seconds:g} s (watchdog)\n"
+        if npd:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        sys.stderr.write(line)
         sys.stderr.flush()
         os._exit(EXIT_CHECK_FAILED)
 

@@ -37,7 +37,20 @@ if TYPE_CHECKING:
 
     from envkit.system import System
 
-__all__ = ["begin_run", "detect_all", "detect_for_plan", "run_bounded"]
+__all__ = ["begin_run", "detect_all", "detect_for_plan", "run_bounded", "stragglers"]
+
+# Detector threads a run gave up on at its deadline. Their children are stopped (a Scope), so most
+# end at once; one stuck in the kernel (a read of a wedged driver's /proc file) runs on, and
+# `preflight --every` waits for it rather than start another beside it (envkit.commands.watch).
+_ABANDONED: list[threading.Thread] = []
+_ABANDONED_LOCK = threading.Lock()
+
+
+def stragglers() -> list[threading.Thread]:
+    """The detector threads earlier runs gave up on that are still running."""
+    with _ABANDONED_LOCK:
+        _ABANDONED[:] = [t for t in _ABANDONED if t.is_alive()]
+        return list(_ABANDONED)
 
 
 class _Outcome:
@@ -84,6 +97,8 @@ def run_bounded(
             outcome = outcomes[name]
             if thread.is_alive():
                 abandoned.append(scopes[name])
+                with _ABANDONED_LOCK:
+                    _ABANDONED.append(thread)
                 notes.append(f"{name}: no answer before the time limit; reported as unknown")
             elif outcome.error is not None:
                 error = _proc.short(str(outcome.error), 300)
