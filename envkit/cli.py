@@ -176,6 +176,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "envkit doctor --json > node.json",
         "envkit doctor --from node.json",
         "python -m torch.utils.collect_env | envkit doctor --from -",
+        "envkit doctor --from issue.txt",
+        "python train.py 2>&1 | envkit doctor --error -",
     ),
     "resolve": (
         "envkit resolve",
@@ -470,7 +472,19 @@ def doctor(
     ] = None,
     from_file: Annotated[
         Optional[str],
-        typer.Option("--from", metavar="FILE", help="Diagnose a saved report instead of this machine."),
+        typer.Option(
+            "--from",
+            metavar="FILE",
+            help="Diagnose a saved report, a pasted collect_env, a traceback or log instead of this machine.",
+        ),
+    ] = None,
+    error_file: Annotated[
+        Optional[str],
+        typer.Option(
+            "--error",
+            metavar="FILE",
+            help="Join this traceback or log (- for stdin) with this machine's detection.",
+        ),
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
     timeout: Annotated[
@@ -494,16 +508,27 @@ def doctor(
     shape = _doctor_format(output_format, json_out)
     json_out = shape != "text"  # no live progress on stderr for any machine-read format
     if from_file is not None:
-        if python or env or deep:
-            stderr.print("envkit: --from reads a saved report; --python, --env and --deep do not apply")
+        if python or env or deep or error_file:
+            stderr.print(
+                "envkit: --from reads a saved report or a text; --python, --env, --deep and --error do "
+                "not apply"
+            )
             return 2
         if from_file == "-":
             _paste_prompt(timeout)
         report = diagnose_file(from_file, timeout=_left(timeout))
     else:
+        if error_file == "-":
+            _paste_prompt(timeout)
         with _run_progress(quiet=quiet or not deep, json_out=json_out) as progress:
             report = diagnose(
-                System(), python=python, env_name=env, deep=deep, timeout=_left(timeout), progress=progress
+                System(),
+                python=python,
+                env_name=env,
+                deep=deep,
+                timeout=_left(timeout),
+                progress=progress,
+                error_file=error_file,
             )
     if shape == "json":
         print_json(report.to_json(strict=strict))
@@ -527,8 +552,9 @@ def _paste_prompt(timeout: float) -> None:
         return
     end = "Ctrl-Z, then Enter" if os.name == "nt" else "Ctrl-D on a line of its own"
     stderr.print(
-        "envkit: paste the output of `python -m torch.utils.collect_env` (or an `envkit doctor --json`"
-        f" report), then press {end}; envkit waits up to {timeout:g} s (--timeout)",
+        "envkit: paste the error (a traceback or log), the output of `python -m torch.utils.collect_env`"
+        f" or an `envkit doctor --json` report, then press {end}; envkit waits up to {timeout:g} s"
+        " (--timeout)",
         markup=False,
     )
 

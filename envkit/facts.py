@@ -39,6 +39,9 @@ class HostFacts:
     env: dict[str, str] = field(default_factory=dict)
     # CUDA libraries found outside the torch wheel: LD_LIBRARY_PATH, LD_PRELOAD, ld.so.cache.
     cuda_libs: tuple[SharedLib, ...] = ()
+    # The C compiler triton and inductor call to build their launchers: $CC, else gcc, else clang
+    # on PATH (triton-lang/triton python/triton/runtime/build.py); "": none there; None: not read.
+    c_compiler: Optional[str] = None
     notes: tuple[str, ...] = ()
     # Fields above that were not gathered (their reader hung or failed): their None / empty value
     # means "unknown", not "absent", and checks that need them skip.
@@ -329,6 +332,24 @@ class IncompatibleGpu:
 
 
 @dataclass(frozen=True)
+class ResolvedLib:
+    """One library of torch's DT_NEEDED chain, resolved as glibc's ld.so does (elf/dl-load.c
+    _dl_map_object: an object already loaded under that name, DT_RPATH without DT_RUNPATH,
+    LD_LIBRARY_PATH, DT_RUNPATH, ld.so.cache, the default folders)."""
+
+    soname: str  # the DT_NEEDED entry, e.g. "libcublas.so.12"
+    needed_by: str  # the file name whose DT_NEEDED names it ("libtorch_cuda.so")
+    path: Optional[str] = None  # the file the loader picks; None: not found
+    # How: "LD_PRELOAD", "RPATH", "LD_LIBRARY_PATH", "RUNPATH", "ld.so.cache", "default path",
+    # "not found".
+    via: str = "not found"
+    family: Optional[str] = None  # CUDA library family ("cublas", "nvjitlink", …)
+    version: Optional[Version] = None  # from the real file's name or its folder (cuda-12.2)
+    # Whether the file is the torch build's own: torch/lib, its nvidia-* wheels, its conda prefix.
+    bundled: Optional[bool] = None
+
+
+@dataclass(frozen=True)
 class TorchFacts:
     """The torch build in the inspected environment, read without importing it."""
 
@@ -360,6 +381,9 @@ class TorchFacts:
     supported_cc_min: Optional[ComputeCapability] = None
     supported_cc_max: Optional[ComputeCapability] = None
     incompatible_gpus: tuple[IncompatibleGpu, ...] = ()
+    # torch's CUDA libraries as the dynamic loader picks them (envkit.detect.loader): the DT_NEEDED
+    # chain of libtorch_global_deps.so and libtorch_cuda.so; () when not read (a CPU build, a paste).
+    loader: tuple[ResolvedLib, ...] = ()
 
     @property
     def installed(self) -> bool:
@@ -492,6 +516,93 @@ class ContainerFacts:
 
 
 @dataclass(frozen=True)
+class LoadFailure:
+    """A shared object that did not load, as an error text quotes glibc's ld.so: "<file>: undefined
+    symbol: <symbol>, version <library>" (elf/dl-lookup.c), "<name>: cannot open shared object
+    file" (elf/dl-load.c), "version `<tag>' not found (required by <file>)" (elf/dl-version.c).
+    Read by envkit.detect.errtext; judged by torch.cuda_libs (torch's own libraries) and
+    torch.extension_load (a compiled extension: any other *.so under site-packages)."""
+
+    kind: str  # "undefined_symbol", "cannot_open" or "version_not_found"
+    # The object that failed: the file referencing the symbol, the file that could not be opened,
+    # or the file that required the missing version (a path where the text gives one).
+    file: str
+    symbol: Optional[str] = None  # the undefined symbol, or the version tag ("GLIBCXX_3.4.30")
+    # The library the symbol's version names ("libnvJitLink.so.12"), or the file that needed a
+    # missing one ("… cannot open …" after "libX.so: " in Python's ImportError).
+    library: Optional[str] = None
+    # The distribution the failing file lies in (site-packages/<dir>/…, normalized): "flash-attn".
+    package: Optional[str] = None
+    # What should have provided it: "torch" (a c10/at/torch C++ symbol), a CUDA library family
+    # ("nvjitlink", "cudart", "nccl", …), "libstdc++", "glibc"; None when the text does not say.
+    provider: Optional[str] = None
+    # The provider's version the symbol implies: __nvJitLinkAddData_12_1 -> 12.1,
+    # "version `libcudart.so.11.0'" -> 11.0, GLIBCXX_3.4.30 -> 3.4.30.
+    needs: Optional[Version] = None
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    """One message of a known family in an error text (the families, and where each message is
+    produced, are envkit.detect.errtext's)."""
+
+    family: str  # "no_kernel_image", "nvml_mismatch", "cuda_error", "torchvision_ops", …
+    message: str  # the line as read: redacted, at most 300 characters
+    code: Optional[str] = None  # a CUDA error number ("999"), an NCCL result, a missing header
+
+
+@dataclass(frozen=True)
+class CudaOom:
+    """torch's "CUDA out of memory" (c10/cuda/CUDACachingAllocator.cpp), in MiB: whether the
+    memory went to this process or to others is what the message says."""
+
+    gpu: Optional[int] = None
+    tried_mib: Optional[float] = None
+    total_mib: Optional[float] = None
+    free_mib: Optional[float] = None
+    # "Including non-PyTorch memory, this process has X memory in use" (torch ≥ 2.1)
+    process_mib: Optional[float] = None
+    allocated_mib: Optional[float] = None  # "X is allocated by PyTorch" / "X already allocated"
+    # "X is reserved by PyTorch but unallocated" (torch ≥ 2.1); before: reserved in total - allocated
+    unallocated_mib: Optional[float] = None
+    # "Process 1234 has X memory in use": (pid, MiB) of the other processes on the GPU
+    others: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class NcclFailure:
+    """An NCCL error as torch and NCCL print it: the result (NCCL src/init.cc ncclGetErrorString),
+    NCCL's version and its CUDA ("NCCL version 2.18.1+cuda12.1"), and NCCL's own WARN line."""
+
+    result: str  # "unhandled system error", "unhandled cuda error", "remote process exited …", …
+    version: Optional[Version] = None
+    cuda: Optional[Version] = None
+    last_error: Optional[str] = None  # "Last error:" / "NCCL WARN …" (redacted)
+    # What NCCL's words point at: "shm", "socket", "p2p", "ib", "cuda", "remote"; None: not said.
+    cause: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ErrorFacts:
+    """What an error text (a traceback, a log, an issue body) says beyond the machine's own facts;
+    empty when none was read (envkit doctor --from / --error)."""
+
+    events: tuple[ErrorEvent, ...] = ()
+    load_failures: tuple[LoadFailure, ...] = ()
+    oom: Optional[CudaOom] = None
+    nccl: Optional[NcclFailure] = None
+    # NCCL's version and CUDA as the text prints them ("NCCL version 2.18.1+cuda12.1"), failure or not
+    nccl_version: Optional[Version] = None
+    nccl_cuda: Optional[Version] = None
+    # What the text held, by kind: "traceback", "collect_env", "pip list", "nvidia-smi", …
+    read: tuple[str, ...] = ()
+
+    def event(self, family: str) -> Optional[ErrorEvent]:
+        """The first message of ``family``; None when the text has none."""
+        return next((e for e in self.events if e.family == family), None)
+
+
+@dataclass(frozen=True)
 class Facts:
     """Everything envkit detected about one machine and one Python environment."""
 
@@ -507,6 +618,9 @@ class Facts:
     # detected reads as none found.
     amd: VendorFacts = field(default_factory=_amd)
     intel: VendorFacts = field(default_factory=_intel)
+    # What an error text given to doctor (--from, --error) says: loader failures, CUDA and NCCL
+    # errors, out-of-memory figures (envkit.detect.errtext).
+    errors: ErrorFacts = field(default_factory=ErrorFacts)
     # Detectors that could not finish ("nvml: timed out after 30 s") and other remarks.
     notes: tuple[str, ...] = ()
     # Fields the source did not report, as dotted paths ("gpus", "driver.version",

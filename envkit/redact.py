@@ -9,7 +9,9 @@ Every message, exception text, crash log and JSON output goes through :func:`red
 - the value of a ``NAME=value`` pair (an environment assignment, a URL query parameter) whose NAME
   is secret-like: ``?token=abc`` -> ``?token=***``, ``HF_TOKEN=abc`` -> ``HF_TOKEN=***``;
 - an HTTP credential written out: ``Bearer abc`` and ``Authorization: Basic abc`` -> ``Bearer ***``
-  and ``Authorization: Basic ***``.
+  and ``Authorization: Basic ***``;
+- a token whose issuer's shape marks it as one, wherever it stands (Hugging Face ``hf_…``, GitHub
+  ``ghp_…`` / ``github_pat_…``, ``sk-…``, GitLab ``glpat-…``, Slack ``xox?-…``, AWS ``AKIA…``).
 
 A name is secret-like when it contains TOKEN, SECRET, PASS (PASSWORD, PASSWD, PASSPHRASE), CRED,
 AUTH, APIKEY / API_KEY, PRIVATE, SESSION, BEARER, COOKIE or SIGNATURE, or ends in ``_KEY``,
@@ -43,6 +45,14 @@ _PAIR_RE: Final = re.compile(r"(?<![A-Za-z0-9_.])([A-Za-z_][A-Za-z0-9_.-]*)=([^\
 # RFC 6750 (Bearer) and RFC 7617 (Basic) credentials as an Authorization header spells them.
 _BEARER_RE: Final = re.compile(r"\b(Bearer)\s+[A-Za-z0-9._~+/=-]+")
 _AUTH_HEADER_RE: Final = re.compile(r"\b(Authorization:\s*[A-Za-z]+)\s+[^\s'\"<>]+", re.IGNORECASE)
+# Tokens that are secrets whatever surrounds them, as their issuers shape them, found bare in pasted
+# text ("token: hf_…" in a log): Hugging Face (hf_), GitHub (ghp_, gho_, ghu_, ghs_, ghr_,
+# github_pat_), OpenAI-style (sk-), GitLab (glpat-), Slack (xox?-), AWS access key ids (AKIA…).
+_TOKEN_RE: Final = re.compile(
+    r"\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|sk-[A-Za-z0-9_-]{20,}"
+    r"|glpat-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b"
+)
+_TOKEN_MARKS: Final = ("hf_", "gh", "github_pat_", "sk-", "glpat-", "xox", "AKIA")
 
 
 def is_secret_name(name: str) -> bool:
@@ -83,6 +93,8 @@ def redact(text: str) -> str:
         text = _BEARER_RE.sub(rf"\1 {MASK}", text)
     if ":" in text:
         text = _AUTH_HEADER_RE.sub(rf"\1 {MASK}", text)
+    if any(mark in text for mark in _TOKEN_MARKS):
+        text = _TOKEN_RE.sub(MASK, text)
     return text
 
 

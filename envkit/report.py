@@ -100,6 +100,11 @@ CAUSE_RANK: Final[tuple[str, ...]] = (
     "torch.duplicates",  # two torch installs, or CUDA wheels of two CUDA majors
     "torch.cuda_libs",  # CUDA libraries on LD_LIBRARY_PATH shadowing the wheel's
     "torch.companions",  # torchvision/torchaudio/triton made for another torch
+    "torch.extension_load",  # a compiled extension that does not load (an error text says so)
+    "torch.compile_toolchain",  # torch.compile's compiler, Python.h, libcuda.so
+    "gpu.memory",  # out of memory, and whose memory it was (an error text's figures)
+    "nccl.failure",  # an NCCL error in the text, with NCCL's reason
+    "nccl.version",  # the build's NCCL against the GPUs and the driver
     "gpu.mig",  # MIG slices: a process sees one
     "driver.support",  # the driver against the GPUs and current releases (from the tables)
     "torch.installed",  # not installed, does not import, cannot see the GPU: mostly consequences
@@ -124,9 +129,18 @@ EXPLAINED_BY: Final[dict[str, tuple[str, ...]]] = {
     "driver.loaded": _CONTAINER_CAUSES,
     # "does not import" (torch.installed's fix says: see torch.cuda_libs and torch.duplicates
     # first) and "cannot use the GPU" (is_available() is False) follow from these.
-    "torch.installed": (*_SYSTEM_CAUSES, *_BUILD_CAUSES),
+    "torch.installed": (*_SYSTEM_CAUSES, *_BUILD_CAUSES, "torch.extension_load"),
     "torch.cuda_available": (*_SYSTEM_CAUSES, "torch.driver_compat", "container.cuda_driver"),
     "verify.*": (*_SYSTEM_CAUSES, "torch.*", "nccl.env", "python.shm"),
+    # NCCL's error is the symptom of a setting, a /dev/shm, a driver or a build that does not fit
+    "nccl.failure": (
+        *_SYSTEM_CAUSES,
+        "nccl.env",
+        "python.shm",
+        "torch.driver_compat",
+        "torch.gpu_arch",
+        "nccl.version",
+    ),
 }
 _SEVERITY: Final = {Status.FAIL: 0, Status.WARN: 1}
 # How a check that raised is reported (checks.run_checks): a bug in envkit, no evidence about the

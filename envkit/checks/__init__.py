@@ -15,6 +15,7 @@ from envkit.checks.compat import (
     check_gpu_arch,
     check_torch_driver_compat,
 )
+from envkit.checks.compile_toolchain import check_compile_toolchain
 from envkit.checks.container import (
     check_container_capabilities,
     check_container_cuda_driver,
@@ -22,8 +23,12 @@ from envkit.checks.container import (
 )
 from envkit.checks.cuda_available import check_torch_cuda_available
 from envkit.checks.driver import check_driver_loaded
+from envkit.checks.extension_load import check_extension_load
 from envkit.checks.gpu import check_gpu_health, check_gpu_mig
+from envkit.checks.memory import check_gpu_memory
 from envkit.checks.nccl import check_nccl_env
+from envkit.checks.nccl_build import check_nccl_version
+from envkit.checks.nccl_failure import check_nccl_failure
 from envkit.checks.shm import check_shm
 from envkit.checks.toolkit import check_toolkit_nvcc
 from envkit.checks.torch import check_torch_cuda_libs, check_torch_duplicates, check_torch_installed
@@ -42,17 +47,22 @@ CHECKS: Final[dict[str, Check]] = {
     "driver.support": check_driver_support,
     "gpu.health": check_gpu_health,
     "gpu.mig": check_gpu_mig,
+    "gpu.memory": check_gpu_memory,
     "toolkit.nvcc": check_toolkit_nvcc,
     "python.shm": check_shm,
     "torch.installed": check_torch_installed,
     "torch.duplicates": check_torch_duplicates,
     "torch.cuda_libs": check_torch_cuda_libs,
     "torch.companions": check_torch_companions,
+    "torch.extension_load": check_extension_load,
+    "torch.compile_toolchain": check_compile_toolchain,
     "torch.cuda_available": check_torch_cuda_available,
     "torch.driver_compat": check_torch_driver_compat,
     "torch.gpu_arch": check_gpu_arch,
     "torch.cpu_build_on_gpu": check_cpu_build_on_gpu,
     "nccl.env": check_nccl_env,
+    "nccl.failure": check_nccl_failure,
+    "nccl.version": check_nccl_version,
     "container.gpus": check_container_gpus,
     "container.cuda_driver": check_container_cuda_driver,
     "container.capabilities": check_container_capabilities,

@@ -69,16 +69,30 @@ def pip_command(facts: Facts, *, installs: bool = True) -> str:
     return f"{python.executable} -m pip"
 
 
+def torch_absent(facts: Facts) -> str:
+    """Why a check about torch skips when torch is not seen: not installed, or (a text that shows
+    neither torch's version nor its package list) not known."""
+    if facts.reported("torch.version") or facts.reported("torch.distributions"):
+        return "torch is not installed"
+    return "the text shows neither torch's version nor its packages"
+
+
 def cuda_seen_working(facts: Facts) -> str:
     """What shows CUDA working on the machine the facts describe ("" when nothing does): torch said
     ``torch.cuda.is_available()`` is True (the --deep probe, or a paste's "Is CUDA available: True")
     and printed no CUDA initialization error. Observation outranks a table: installers have shipped
     drivers below NVIDIA's own published floors, and the machine is right about itself."""
     deep = facts.torch.deep
-    if deep is None or not deep.ok or deep.cuda_available is not True or facts.torch.cuda_init_error:
+    if facts.torch.cuda_init_error:
         return ""
-    devices = f" with {plural(deep.device_count, 'device')}" if deep.device_count else ""
-    return f"torch.cuda.is_available() is True{devices}"
+    if deep is not None and deep.ok and deep.cuda_available is True:
+        devices = f" with {plural(deep.device_count, 'device')}" if deep.device_count else ""
+        return f"torch.cuda.is_available() is True{devices}"
+    oom = facts.errors.oom
+    if oom is not None and oom.total_mib is not None:
+        # torch's caching allocator reported the GPU's memory: CUDA was up and allocating.
+        return f"torch allocated memory on GPU {oom.gpu} (its out-of-memory report)"
+    return ""
 
 
 def outranked_by_evidence(result: CheckResult, facts: Facts) -> CheckResult:

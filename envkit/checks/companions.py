@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Final, Optional
 from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 
-from envkit.checks._common import and_list, fix_lines, headline, join_lines, pip_command
+from envkit.checks._common import and_list, fix_lines, headline, join_lines, pip_command, torch_absent
 from envkit.knowledge import is_variant, load_knowledge
 from envkit.report import CheckResult, Status
 from envkit.resolve.plan import PYTORCH_INDEX
@@ -182,7 +182,7 @@ def _matching_set(facts: Facts, release: Optional[Release], names: list[str]) ->
 def check_torch_companions(facts: Facts) -> CheckResult:
     torch = facts.torch
     if not torch.installed:
-        return CheckResult(ID, Status.SKIP, "torch is not installed")
+        return CheckResult(ID, Status.SKIP, torch_absent(facts))
     if torch.version is None:
         return CheckResult(ID, Status.SKIP, "torch's version is not known; no companions to compare")
     knowledge = load_knowledge()

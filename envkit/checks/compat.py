@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Final, Optional
 
 from packaging.specifiers import SpecifierSet
 
-from envkit.checks._common import fix_lines, headline, join_lines, outranked_by_evidence, pip_command
+from envkit.checks._common import (
+    fix_lines,
+    headline,
+    join_lines,
+    outranked_by_evidence,
+    pip_command,
+    torch_absent,
+)
 from envkit.errors import NoBuildError
 from envkit.knowledge import Knowledge, Release, load_knowledge
 from envkit.report import CheckResult, Status
@@ -317,13 +324,36 @@ def _arch_finding(label: str, v: rules.ArchVerdict) -> str:
     return f"{label}: not covered"
 
 
+def _no_kernel_image(facts: Facts) -> Optional[CheckResult]:
+    """CUDA's own "no kernel image is available" in an error text that names no GPU: the build (or
+    an extension in the traceback) has no code for it; which GPU, nvidia-smi says."""
+    said = facts.errors.event("no_kernel_image")
+    if said is None:
+        return None
+    return CheckResult(
+        "torch.gpu_arch",
+        Status.FAIL,
+        "CUDA says the build has no code for this GPU ('no kernel image is available for execution on "
+        "the device')",
+        detail=join_lines(
+            said.message, "the text names no GPU, so which architecture is missing is not known"
+        ),
+        fix="nvidia-smi --query-gpu=name,compute_cap --format=csv  (then envkit doctor there, or "
+        "envkit resolve --gpu <name>, names the build that has it)",
+    )
+
+
 def check_gpu_arch(facts: Facts) -> CheckResult:
     cid = "torch.gpu_arch"
     torch = facts.torch
+    k = load_knowledge()
+    gpus = _gpus(facts, k) if torch.installed and torch.cuda_build else []
+    if not gpus:
+        said = _no_kernel_image(facts)
+        if said is not None:
+            return said
     if not torch.installed or not torch.cuda_build:
         return CheckResult(cid, Status.SKIP, "no CUDA build of torch to check")
-    k = load_knowledge()
-    gpus = _gpus(facts, k)
     if not gpus:
         return CheckResult(cid, Status.SKIP, "no visible GPU with a known compute capability")
     build = _build(facts, k)
@@ -427,7 +457,7 @@ def check_cpu_build_on_gpu(facts: Facts) -> CheckResult:
     cid = "torch.cpu_build_on_gpu"
     torch = facts.torch
     if not torch.installed:
-        return CheckResult(cid, Status.SKIP, "torch is not installed")
+        return CheckResult(cid, Status.SKIP, torch_absent(facts))
     usable = [g for g in facts.visible_gpus if g.error is None]
     if not usable or facts.driver.version is None:
         return CheckResult(cid, Status.SKIP, "no usable NVIDIA GPU on the machine")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Final, Optional
 
-from envkit.checks._common import fix_lines, join_lines, pip_command
+from envkit.checks._common import fix_lines, join_lines, pip_command, torch_absent
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def _driver_ways(facts: Facts, container: Optional[str]) -> list[str]:
 def check_torch_cuda_available(facts: Facts) -> CheckResult:
     torch = facts.torch
     if not torch.installed:
-        return CheckResult(ID, Status.SKIP, "torch is not installed")
+        return CheckResult(ID, Status.SKIP, torch_absent(facts))
     build = torch.cuda_build
     if build is False:
         what = f"ROCm {torch.hip}" if torch.hip else "CPU-only"

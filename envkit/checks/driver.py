@@ -59,12 +59,37 @@ NVML_ERROR_FIXES: Final = {
 
 
 NVML_ERROR_FIXES["Timeout"] = NVML_ERROR_FIXES["NoAnswer"]
+# "Failed to initialize NVML: Unknown Error" inside a container that worked before: the runtime's
+# device cgroup rules were lost (a `systemctl daemon-reload` on the host; NVIDIA/nvidia-container-
+# toolkit#48), and the container no longer may open /dev/nvidia*.
+NVML_ERROR_FIXES["Unknown"] = (
+    (
+        "NVML cannot talk to the driver; in a container that worked before, its access to /dev/nvidia* was "
+        "lost (a systemctl daemon-reload on the host)"
+    ),
+    (
+        "restart the container (docker restart …); for good: run it with --device /dev/nvidia* or the CDI "
+        "spec (nvidia-ctk cdi generate), and on the host reboot if nvidia-smi fails there too"
+    ),
+)
+# NVML errors an error text may quote (envkit.detect.errtext): judged without a detected driver.
+_SAID: Final = ("LibRmVersionMismatch", "DriverNotLoaded", "NoPermission", "Unknown")
 
 
 def check_driver_loaded(facts: Facts) -> CheckResult:
     driver = facts.driver
     pci = facts.host.nvidia_pci_devices
     error_name = (driver.nvml_error or "").split(":", 1)[0] or None
+    if driver.version is None and error_name in _SAID and not facts.reported("driver.version"):
+        # An error text quotes nvidia-smi or the kernel log: the driver is there and broken.
+        reason, fix = NVML_ERROR_FIXES[error_name]
+        return CheckResult(
+            ID,
+            Status.FAIL,
+            f"NVML fails: {error_name}",
+            detail=join_lines(reason, driver.nvml_error),
+            fix=fix,
+        )
     if driver.version is None:
         if pci or facts.host.nvidia_module_loaded:
             where = f"{len(pci)} NVIDIA GPU(s) on the PCI bus" if pci else "the nvidia module"

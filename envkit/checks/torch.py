@@ -13,8 +13,9 @@ import os
 import re
 from typing import TYPE_CHECKING, Final, Optional
 
-from envkit.checks._common import and_list, fix_lines, headline, join_lines, pip_command
+from envkit.checks._common import and_list, fix_lines, headline, join_lines, pip_command, torch_absent
 from envkit.checks.compat import plan_fix
+from envkit.checks.cuda_loader import loader_verdict, pasted_failures
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ def check_torch_duplicates(facts: Facts) -> CheckResult:
     # pytorch/pytorch#186591), so a paste whose torch line says N/A is still judged by its packages.
     cuda_wheels = [d for d in torch.distributions if d.cuda_major is not None]
     if not torch.installed and not torch.conda_packages and not cuda_wheels:
-        return CheckResult(cid, Status.SKIP, "torch is not installed")
+        return CheckResult(cid, Status.SKIP, torch_absent(facts))
     problems: list[str] = []
     fixes: list[str] = []
     pip = pip_command(facts, installs=False)  # uninstall and show, in this interpreter
@@ -266,6 +267,10 @@ def _mixed_cuda_wheels(
 
 def check_torch_cuda_libs(facts: Facts) -> CheckResult:
     cid = "torch.cuda_libs"
+    # The loader's own words (an error text) and its view of this machine come first: evidence.
+    evidence = pasted_failures(facts) or loader_verdict(facts)
+    if evidence is not None:
+        return evidence
     torch = facts.torch
     libs = facts.host.cuda_libs
     problems: list[str] = []

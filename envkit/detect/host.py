@@ -59,6 +59,7 @@ _ENV_NAMES: Final = frozenset(
         "CC",
         "CXX",
         "TRITON_CACHE_DIR",
+        "TRITON_LIBCUDA_PATH",
     }
 )
 
@@ -230,6 +231,15 @@ def _wsl(system: System) -> bool:
     return "microsoft" in proc_version or system.path("/usr/lib/wsl/lib").is_dir()
 
 
+def c_compiler(system: System) -> str:
+    """The C compiler triton and inductor would call: $CC (its first word), else gcc, else clang on
+    PATH (triton-lang/triton python/triton/runtime/build.py ``_build``); "" when there is none."""
+    cc = system.env.get("CC", "").split()
+    if cc:
+        return system.which(cc[0]) or ""
+    return system.which("gcc") or system.which("clang") or ""
+
+
 def host_readers(system: System) -> dict[str, Callable[[], Any]]:
     """One reader per HostFacts field (``ld_cache`` adds to ``cuda_libs``): detect.detect_all runs
     each on its own, so one that hangs (``ldconfig``, a stale mount under /sys) costs only its own
@@ -246,6 +256,7 @@ def host_readers(system: System) -> dict[str, Callable[[], Any]]:
         "interfaces": lambda: _interfaces(system),
         "env": lambda: relevant_env(system.env),
         "cuda_libs": lambda: detect_path_libs(system),
+        "c_compiler": lambda: c_compiler(system),
         "ld_cache": lambda: detect_ld_cache(system),
         "l4t_release": lambda: read_l4t(system),
     }

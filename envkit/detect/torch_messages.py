@@ -25,6 +25,10 @@ release printed is read here (the templates, by file and tag):
   (v2.12.0 …); and 1.x's "Found GPU0 <GPU> which requires CUDA_VERSION >= 10000 to work properly,
   but your PyTorch was compiled with CUDA_VERSION 9000".
 - torch/cuda/__init__.py ``_lazy_init``: "Torch not compiled with CUDA enabled" (a CPU build).
+- c10/cuda/CUDAException.cpp ``c10_cuda_check_implementation``: "CUDA error: <cudaGetErrorString>"
+  from any CUDA call; the texts that mean CUDA cannot start here are read as the errors above
+  ("CUDA driver version is insufficient for CUDA runtime version", "system not yet initialized",
+  "forward compatibility was attempted on non supported HW", "unknown error", …).
 
 Text is matched with its whitespace collapsed: a mail client's hard wrap or a quote marker must
 not hide a message. Nothing here raises; text without torch's messages gives empty evidence.
@@ -45,25 +49,60 @@ if TYPE_CHECKING:
 
     from envkit.facts import TorchFacts
 
-__all__ = ["TorchMessages", "read_torch_messages", "with_messages"]
+__all__ = ["CUDA_ERROR_CODES", "TorchMessages", "read_torch_messages", "with_messages"]
 
+# The CUDA runtime's cudaGetErrorString texts of the errors that say CUDA cannot start here, and
+# their cudaError_t numbers (CUDA Runtime API, "Data types": enum cudaError). torch raises them as
+# "CUDA error: <text>" from any CUDA call (c10/cuda/CUDAException.cpp c10_cuda_check_implementation),
+# not only from cudaGetDeviceCount.
+CUDA_ERROR_CODES: Final = {
+    "no CUDA-capable device is detected": "100",
+    "system not yet initialized": "802",
+    "system has unsupported display driver / cuda driver combination": "803",
+    "forward compatibility was attempted on non supported HW": "804",
+}
 # Why CUDA is unusable, most specific first: when a paste holds two, the first kind listed wins.
 _INIT_ERRORS: Final = (
-    ("driver_too_old", r"The NVIDIA driver on your system is too old \(found version (?P<found>\d+)\)"),
+    (
+        "driver_too_old",
+        (
+            r"The NVIDIA driver on your system is too old \(found version (?P<found>\d+)\)"
+            # cudaErrorInsufficientDriver (35), as "CUDA error: …" or cudaGetDeviceCount's "Error 35: …"
+            r"|CUDA driver version is insufficient for CUDA runtime version"
+        ),
+    ),
     ("no_driver", r"Found no NVIDIA driver on your system"),
     (
         "cuda_error",
         (
             r"Unexpected error from cudaGetDeviceCount\(\)\..{0,160}? Error (?P<code>\d+): "
             r"(?P<what>[^.()\n]{1,120})"
+            r"|CUDA error: (?P<said>" + "|".join(re.escape(t) for t in CUDA_ERROR_CODES) + ")"
         ),
     ),
     ("init_failed", r"CUDA driver initialization failed, you might not have a CUDA gpu"),
-    ("unknown_error", r"CUDA unknown error - this may be due to an incorrectly set up environment"),
+    (
+        "unknown_error",
+        # cudaErrorUnknown (999) from cudaGetDeviceCount, or from any other call as "CUDA error: …"
+        (
+            r"CUDA unknown error - this may be due to an incorrectly set up environment"
+            r"|CUDA error: unknown error"
+        ),
+    ),
     ("no_gpus", r"No CUDA GPUs are available"),
     ("not_compiled", r"Torch not compiled with CUDA enabled"),
 )
 _INIT_RES: Final = tuple((kind, re.compile(pattern, re.I)) for kind, pattern in _INIT_ERRORS)
+# Words every message of a kind holds (lower case), so that a long log is searched only where needed.
+_INIT_WORDS: Final = {
+    "driver_too_old": ("too old (found version", "driver version is insufficient"),
+    "no_driver": ("found no nvidia driver",),
+    "cuda_error": ("cudagetdevicecount", "cuda error:"),
+    "init_failed": ("driver initialization failed",),
+    "unknown_error": ("cuda unknown error", "cuda error: unknown error"),
+    "no_gpus": ("no cuda gpus are available",),
+    "not_compiled": ("not compiled with cuda",),
+}
 _ARCH: Final = r"(?:sm|compute)_\d+[a-z]?"
 _CUBINS_RE: Final = re.compile(
     r"(?P<name>[^:\n]{1,100}?) with CUDA capability sm_(?P<sm>\d+) is not compatible with the "
@@ -71,6 +110,7 @@ _CUBINS_RE: Final = re.compile(
     rf"(?P<arches>{_ARCH}(?: {_ARCH})*))?",
     re.I,
 )
+_CUBINS_WORDS: Final = " with cuda capability sm_"
 _USE_THE_RE: Final = re.compile(r"If you want to use the (?P<name>.{1,100}?) GPU with PyTorch", re.I)
 _FOUND_GPU: Final = r"Found GPU ?(?P<index>\d+) (?P<name>.{1,100}?) which is of "
 _OLD_GPU_RE: Final = re.compile(
@@ -131,56 +171,64 @@ def _name(raw: str) -> str:
 
 def read_torch_messages(texts: Iterable[str]) -> TorchMessages:
     """torch's messages in ``texts`` (a paste, or the warnings the deep probe caught)."""
-    blob = re.sub(r"\s+", " ", " \n ".join(texts))
-    blob = blob[:2_000_000]  # a paste is capped upstream; this bounds the regex work regardless
+    blob = " ".join(" \n ".join(texts).split())
+    # doctor reads at most 10 MiB of text; this bounds the work for any other caller too.
+    blob = blob[:12_000_000]
+    lowered = blob.lower()
     kind = message = None
     driver_cuda = None
     for candidate, pattern in _INIT_RES:
+        # A case-blind regex cannot skip ahead to a fixed word: look for the words first.
+        if not any(word in lowered for word in _INIT_WORDS[candidate]):
+            continue
         match = pattern.search(blob)
         if match is None:
             continue
         kind = candidate
         message = match.group(0)
-        if candidate == "driver_too_old":
-            driver_cuda = _cuda_version(int(match.group("found")))
+        groups = match.groupdict()
+        if candidate == "driver_too_old" and groups.get("found"):
+            driver_cuda = _cuda_version(int(groups["found"]))
+        elif candidate == "cuda_error" and groups.get("said"):
+            message = f"Error {CUDA_ERROR_CODES[groups['said']]}: {groups['said']}"
         elif candidate == "cuda_error":
-            message = f"Error {match.group('code')}: {match.group('what').strip()}"
+            message = f"Error {groups['code']}: {groups['what'].strip()}"
         break
     gpus: dict[tuple[Optional[int], str], IncompatibleGpu] = {}
     arches: tuple[str, ...] = ()
     cc_min = cc_max = None
-    for match in _CUBINS_RE.finditer(blob):
+    for match in _cubins(blob, lowered):
         tail = _USE_THE_RE.search(blob, match.end(), match.end() + 600)
         name = tail.group("name").strip() if tail else _name(match.group("name"))
         cc = parse_compute_capability(f"sm_{match.group('sm')}")
         gpus.setdefault((None, name), IncompatibleGpu(name, None, cc, "no_kernels"))
         if match.group("arches") and not arches:
             arches = tuple(match.group("arches").split())
-    for match in _OLD_GPU_RE.finditer(blob):
+    for match in _OLD_GPU_RE.finditer(blob) if "found gpu" in lowered else ():
         found = IncompatibleGpu(
             match.group("name").strip(), int(match.group("index")), _cc(match.group("cc")), "too_old"
         )
         gpus[(found.index, found.name)] = found
         cc_min = cc_min or _cc(match.group("min"))
-    for match in _RANGE_RE.finditer(blob):
+    for match in _RANGE_RE.finditer(blob) if "found gpu" in lowered else ():
         cc, low, high = _cc(match.group("cc")), _cc(match.group("min")), _cc(match.group("max"))
         reason = "too_new" if cc is not None and high is not None and cc > high else "too_old"
         found = IncompatibleGpu(match.group("name").strip(), int(match.group("index")), cc, reason)
         gpus[(found.index, found.name)] = found
         cc_min, cc_max = cc_min or low, cc_max or high
-    for match in _CC_LIST_RE.finditer(blob):
+    for match in _CC_LIST_RE.finditer(blob) if "found gpu" in lowered else ():
         found = IncompatibleGpu(
             match.group("name").strip(), int(match.group("index")), _cc(match.group("cc"))
         )
         gpus[(found.index, found.name)] = found
     built = None
-    for match in _NEEDS_CUDA_RE.finditer(blob):
+    for match in _NEEDS_CUDA_RE.finditer(blob) if "found gpu" in lowered else ():
         found = IncompatibleGpu(
             match.group("name").strip(), int(match.group("index")), None, "needs_newer_cuda"
         )
         gpus[(found.index, found.name)] = found
         built = built or _cuda_version(int(match.group("built")))
-    installed = _INSTALLED_RE.search(blob)
+    installed = _INSTALLED_RE.search(blob) if "your installed torch==" in lowered else None
     return TorchMessages(
         cuda_init_error=kind,
         cuda_init_message=message,
@@ -192,6 +240,23 @@ def read_torch_messages(texts: Iterable[str]) -> TorchMessages:
         torch_version=parse_version(installed.group("version")) if installed else None,
         built_cuda=built,
     )
+
+
+def _cubins(blob: str, lowered: str) -> list[re.Match[str]]:
+    """_check_cubins' warnings, looked for only around their fixed words: the GPU name before them
+    is a lazy run of up to 100 characters, which tried at every position of a long log would cost
+    a hundred steps a character."""
+    if len(lowered) != len(blob):  # lower() changed a character's length: no shortcut then
+        return list(_CUBINS_RE.finditer(blob))
+    found: list[re.Match[str]] = []
+    at = lowered.find(_CUBINS_WORDS)
+    while at >= 0:
+        start = max(0, at - 110, found[-1].end() if found else 0)
+        match = _CUBINS_RE.search(blob, start, at + 2000)
+        if match is not None and match.start() <= at:
+            found.append(match)
+        at = lowered.find(_CUBINS_WORDS, at + 1)
+    return found
 
 
 def _merged(gpus: dict[tuple[Optional[int], str], IncompatibleGpu]) -> tuple[IncompatibleGpu, ...]:

@@ -5,9 +5,9 @@ envkit.project.requirements).
 
 Edited with ruamel.yaml's round-trip loader and dumper, which keep comments, key order, quoting
 and anchors (an alias stays an alias: nothing is expanded, so a "billion laughs" file costs no
-more than its text), with the file's own indentation (``load_yaml_guess_indent``). One quirk of ruamel's: a comment
-on the line of an alias (``key: *anchor  # why``) moves to a line of its own when the file is
-written; ``--dry-run`` shows it.
+more than its text), with the file's own indentation (``load_yaml_guess_indent``). One quirk of
+ruamel's: a comment on the line of an alias (``key: *anchor  # why``) moves to a line of its own
+when the file is written; ``--dry-run`` shows it.
 """
 
 from __future__ import annotations

@@ -83,9 +83,13 @@ def _facts_lines(facts: Facts) -> list[str]:
                 names[label] = names.get(label, 0) + 1
             gpus = " · " + and_list([f"{n} × {label}" for label, n in names.items()])
         lines.append(f"driver {driver.version}{cuda}{gpus}")
+    elif not facts.reported("driver.version"):
+        lines.append("NVIDIA driver: not in the text")
     elif not (facts.amd.gpus or facts.intel.gpus):
         lines.append("no NVIDIA driver")
     lines += [line for line in (_vendor_line(facts.amd), _vendor_line(facts.intel)) if line]
+    if facts.errors.read:
+        lines.append("read from the text: " + ", ".join(facts.errors.read))
     if facts.toolkits:
         lines.append("toolkits: " + and_list([f"nvcc {t.version or '?'} ({t.nvcc})" for t in facts.toolkits]))
     py = facts.python

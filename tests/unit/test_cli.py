@@ -127,7 +127,7 @@ def test_from_file_round_trip(tmp_path: Path, cli_machine: object) -> None:
     [
         (
             "{broken",
-            "envkit: --from {path}: neither an envkit JSON report nor `python -m torch.utils.collect_env` output",
+            "envkit: --from {path}: found no error or report envkit knows (not valid JSON:",
         ),
         (
             '{"schema": "envkit.report/1", "facts": {"driver": {"version": 5}}}',
@@ -153,7 +153,7 @@ def test_the_entry_point_in_a_real_process(tmp_path: Path) -> None:
     proc = envkit_cmd("doctor", "--from", str(path))
     assert proc.returncode == EXIT_USAGE
     assert proc.stdout == ""
-    assert proc.stderr.startswith(f"envkit: --from {path}: neither an envkit JSON report")
+    assert proc.stderr.startswith(f"envkit: --from {path}: found no error or report envkit knows")
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) <= 2
 

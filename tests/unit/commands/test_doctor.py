@@ -167,7 +167,7 @@ def test_from_file_reruns_the_checks(machine: MachineBuilder, tmp_path: Path) ->
     [
         (
             "{not json",
-            "neither an envkit JSON report nor `python -m torch.utils.collect_env` output (invalid JSON",
+            "found no error or report envkit knows (not valid JSON:",
         ),
         ('{"schema": "other/1"}', "schema is 'other/1'"),
         ('{"schema": "envkit.report/1"}', "the report has no 'facts'"),

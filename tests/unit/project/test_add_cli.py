@@ -73,7 +73,9 @@ def test_a_manifest_that_does_not_parse_is_exit_2_and_untouched(
 
 
 def test_manifests_that_disagree_are_exit_2_and_untouched(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text(UV_INIT.replace('"numpy>=1.26",', '"torch>=2.4",'), encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        UV_INIT.replace('"numpy>=1.26",', '"torch>=2.4",'), encoding="utf-8"
+    )
     (tmp_path / "requirements.txt").write_text(REQUIREMENTS, encoding="utf-8")
     before = _snapshot(tmp_path)
     result = envkit("add", "torch", "--project", str(tmp_path), *H100)
@@ -116,4 +118,6 @@ def test_no_manifest_and_other_packages_are_exit_2(tmp_path: Path) -> None:
     assert_input_error(envkit("add", "torch", "--project", str(tmp_path), *H100), "no manifest")
     (tmp_path / "requirements.txt").write_text("torch\n", encoding="utf-8")
     assert_input_error(envkit("add", "numpy", "--project", str(tmp_path), *H100), "numpy")
-    assert_input_error(envkit("add", "torch", "--with", "flash-attn", "--project", str(tmp_path), *H100), "--with")
+    assert_input_error(
+        envkit("add", "torch", "--with", "flash-attn", "--project", str(tmp_path), *H100), "--with"
+    )

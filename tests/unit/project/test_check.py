@@ -43,8 +43,12 @@ def test_spec_check_reads_a_uv_pyproject_per_platform(tmp_path: Path) -> None:
     assert envkit("add", "--project", str(path), *H100, "--platform", "linux-x86_64").exit_code == 0
     linux = _checks(envkit("spec", "--check", str(path), *H100, "--platform", "linux-x86_64", "--json"))
     assert linux["spec.channel"]["status"] == "pass" and linux["spec.arch"]["status"] == "pass"
-    mac = _checks(envkit("spec", "--check", str(path), "--python", "3.11", "--platform", "macos-arm64", "--json"))
-    assert mac["spec.driver"]["summary"].endswith("the CPU build needs no driver")  # PyPI's, not the cu126 index
+    mac = _checks(
+        envkit("spec", "--check", str(path), "--python", "3.11", "--platform", "macos-arm64", "--json")
+    )
+    assert mac["spec.driver"]["summary"].endswith(
+        "the CPU build needs no driver"
+    )  # PyPI's, not the cu126 index
 
 
 def test_a_project_without_torch_says_so(tmp_path: Path) -> None:

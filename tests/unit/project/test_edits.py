@@ -231,7 +231,10 @@ def test_environment_yml_conda_route_read_back_by_conda_lock(tmp_path: Path) -> 
     path = tmp_path / "environment.yml"
     out = edited(conda_env, path, ENVIRONMENT, want_for(channel="conda"))
     assert "# The training environment" in out and "# its name" in out
-    assert "channels: &channels\n" in out and "# anchors and aliases survive the edit\nx-mirrors: *channels\n" in out
+    assert (
+        "channels: &channels\n" in out
+        and "# anchors and aliases survive the edit\nx-mirrors: *channels\n" in out
+    )
     assert "pytorch=2.13.0=cuda*" in out and "cuda-version=12" in out and "pytorch-cuda" not in out
     from tests.unit.specs.test_specs import conda_lock
 

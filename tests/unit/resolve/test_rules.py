@@ -348,7 +348,9 @@ def test_minor_version_compatibility_with_sass_for_every_gpu_is_clean() -> None:
 
 
 def test_minor_version_compatibility_where_a_gpu_needs_the_ptx_fails() -> None:
-    build = rules.BuildArches(rules.ArchOrigin.OFFICIAL, (ComputeCapability(8, 0),), (ComputeCapability(8, 0),))
+    build = rules.BuildArches(
+        rules.ArchOrigin.OFFICIAL, (ComputeCapability(8, 0),), (ComputeCapability(8, 0),)
+    )
     v = _mvc([rules.arch_coverage(build, ComputeCapability(9, 0))])
     assert v.status is rules.BuildStatus.PTX_JIT and not v.runs and not v.clean
     assert v.ptx_only == (ComputeCapability(9, 0),)
@@ -361,6 +363,8 @@ def test_minor_version_compatibility_without_gpus_is_unchecked() -> None:
 
 
 def test_the_toolkit_driver_runs_everything_and_below_the_floor_nothing() -> None:
-    assert rules.build_on_driver(K, Version("12.6"), NvVersion("560.28.03"), []).status is rules.BuildStatus.RUNS
+    assert (
+        rules.build_on_driver(K, Version("12.6"), NvVersion("560.28.03"), []).status is rules.BuildStatus.RUNS
+    )
     low = rules.build_on_driver(K, Version("12.6"), NvVersion("520.61.05"), [])
     assert low.status is rules.BuildStatus.TOO_OLD and low.needed_driver == NvVersion("525.60.13")
