@@ -154,6 +154,12 @@ def torch_requirement(metadata: str) -> Optional[str]:
     return None
 
 
+def _x86_first(file: dict[str, Any]) -> tuple[bool, str]:
+    """The linux-x86_64 wheel first: the release's Requires-Dist is taken from it."""
+    name = str(file["filename"])
+    return (not ("linux" in name and "x86_64" in name), name)
+
+
 def release_files(simple: dict[str, Any], version: Version) -> list[dict[str, Any]]:
     return [
         f for f in simple.get("files", []) if version_of(f["filename"]) == version and not f.get("yanked")
@@ -305,9 +311,16 @@ def refresh(path: Path, source: Source, today: str) -> tuple[str, list[str]]:
         pythons = {f.get("requires-python") for f in files if f.get("requires-python")}
         if len(pythons) == 1:
             release["requires_python"] = pythons.pop()
-        wheel = next((f for f in files if f["filename"].endswith(".whl")), None)
-        if wheel is not None:
-            spec = torch_requirement(source.metadata(wheel["filename"], wheel["url"]))
+        wheels = sorted((f for f in files if f["filename"].endswith(".whl")), key=_x86_first)
+        specs = {w["filename"]: torch_requirement(source.metadata(w["filename"], w["url"])) for w in wheels}
+        if wheels:
+            spec = specs[wheels[0]["filename"]]
+            # A wheel whose own Requires-Dist differs (vllm 0.34.0: aarch64 pins torch 2.14.0, x86_64
+            # 2.13.0) says so in its file row.
+            for entry in release["file"]:
+                own = specs.get(entry["name"], spec)
+                if own != spec:
+                    entry["requires_torch"] = own if own is not None else ""
             if spec is None:
                 release.pop("requires_torch", None)
             elif release.get("requires_torch") != spec:

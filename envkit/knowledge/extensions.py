@@ -50,7 +50,9 @@ EXTENSIONS_DIR: Final = DATA_DIR / "extensions"
 #   pure      Python only, or a compiler of its own (triton)
 KINDS: Final = ("compiled", "pinned", "ctypes", "jit", "pure")
 # Where a wheel set is published.
-WHERE: Final = ("pypi", "url", "find-links", "index")
+# "sdist": a source distribution that installs without compiling anything (DeepSpeed: its ops compile
+# at run time), so it needs no --allow-build.
+WHERE: Final = ("pypi", "url", "find-links", "index", "sdist")
 _PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64", "macos-x86_64")
 _VARIANT_RE: Final = re.compile(r"^(?:cpu|cu\d{2,3}|cu\d{2}\*|rocm\d+(?:\.\d+)*)$")
 _SHA256_RE: Final = re.compile(r"^[0-9a-f]{64}$")
@@ -96,6 +98,8 @@ class WheelFile:
     name: str
     url: str
     sha256: Optional[str] = None
+    # This wheel's own Requires-Dist on torch, where it differs from its release's.
+    requires_torch: Optional[SpecifierSet] = None
 
     @functools.cached_property
     def tags(self) -> frozenset[str]:
@@ -126,6 +130,9 @@ class WheelSet:
     file: str
     gpu: GpuCode
     source: str
+    # The torch releases its kernels load with, where that is a range and not its Requires-Dist
+    # (torchao 0.17: the stable ABI of torch >= 2.11, a check in its __init__.py).
+    torch_range: Optional[SpecifierSet] = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +158,7 @@ class BuildNeeds:
     no_build_isolation: bool  # its build imports the installed torch
     nvcc: Optional[SpecifierSet]  # the nvcc releases it builds with
     nvcc_major_of_torch: bool  # nvcc must have torch's CUDA major (torch.utils.cpp_extension checks it)
+    nvcc_same_minor: bool  # … and its minor too (apex's setup.py refuses any other)
     arch_env: Optional[str]  # the variable that names the GPU architectures to build for
     arch_packed: bool  # it takes "80;90" (flash-attn), not TORCH_CUDA_ARCH_LIST's "8.0;9.0"
     compiler: str
@@ -280,8 +288,9 @@ def _wheel_set(row: Row) -> WheelSet:
         file=_template(row, "file"),
         gpu=GpuCode(sass, exact, ptx),
         source=row.source(),
+        torch_range=_spec(row, "torch_range"),
     )
-    if where != "pypi" and not (wheel_set.url and wheel_set.python):
+    if where not in ("pypi", "sdist") and not (wheel_set.url and wheel_set.python):
         raise row.fail("url", f"a URL template and a python list for where = {where!r}")
     if where in ("find-links", "index") and not wheel_set.file:
         raise row.fail("file", "the file-name template of the wheels on that page")
@@ -295,7 +304,7 @@ def _file(row: Row) -> WheelFile:
     name, url = row.text("name"), row.text("url")
     if not url.startswith("https://") or not url.endswith(name):
         raise row.fail("url", f"an https URL ending in the file's name {name!r}")
-    return WheelFile(name, url, sha)
+    return WheelFile(name, url, sha, _spec(row, "requires_torch"))
 
 
 def _release(file: str, index: int, data: Any) -> ExtRelease:
@@ -316,6 +325,8 @@ def _release(file: str, index: int, data: Any) -> ExtRelease:
     )
     if any(w.where == "pypi" for w in wheels) and not any(f.tags for f in files):
         raise row.fail("file", "the PyPI wheel files of a release with a where = 'pypi' wheel set")
+    if any(w.where == "sdist" for w in wheels) and release.sdist is None:
+        raise row.fail("file", "the PyPI sdist of a release with a where = 'sdist' wheel set")
     return release
 
 
@@ -328,6 +339,7 @@ def _build(row: Row) -> BuildNeeds:
         no_build_isolation=row.boolean("no_build_isolation", False),
         nvcc=_spec(row, "nvcc"),
         nvcc_major_of_torch=row.boolean("nvcc_major_of_torch", True),
+        nvcc_same_minor=row.boolean("nvcc_same_minor", False),
         arch_env=row.opt_text("arch_env"),
         arch_packed=row.boolean("arch_packed", False),
         compiler=row.text("compiler"),

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Final, Optional
 
 from packaging import tags as pep425
 
+from packaging.specifiers import SpecifierSet
+
 from envkit.knowledge.extensions import ExtRelease, WheelSet
 from envkit.versions import Version
 
@@ -88,6 +90,8 @@ def platform_tags(platform: str, python: Optional[Version]) -> tuple[str, ...]:
 
 
 def _torch_ok(wheels: WheelSet, torch: Version) -> bool:
+    if wheels.torch_range is not None and not wheels.torch_range.contains(torch, prereleases=True):
+        return False
     if not wheels.torch:
         return True
     for entry in wheels.torch:
@@ -117,11 +121,17 @@ def _excluded(wheels: WheelSet, build: TorchBuild) -> bool:
     return any(all(values.get(k) == v for k, v in rule) for rule in wheels.exclude)
 
 
-def _best_file(files: tuple[WheelFile, ...], build: TorchBuild) -> Optional[WheelFile]:
+def _admits(spec: Optional[SpecifierSet], torch: Version) -> bool:
+    return spec is None or spec.contains(torch, prereleases=True)
+
+
+def _best_file(release: ExtRelease, build: TorchBuild) -> Optional[WheelFile]:
     accepted = platform_tags(build.platform, build.python)
     rank = {tag: i for i, tag in enumerate(accepted)}
     best: Optional[tuple[int, WheelFile]] = None
-    for file in files:
+    for file in release.files:
+        if not file.tags or not _admits(file.requires_torch or release.requires_torch, build.torch):
+            continue
         scores = [rank[t] for t in file.tags if t in rank]
         if scores and (best is None or min(scores) < best[0]):
             best = (min(scores), file)
@@ -164,8 +174,14 @@ def match_set(release: ExtRelease, wheels: WheelSet, build: TorchBuild) -> Optio
         return None
     if wheels.cxx11_abi and build.cxx11_abi not in wheels.cxx11_abi:
         return None
+    if wheels.where == "sdist":
+        sdist = release.sdist
+        py_ok = build.python is None or release.requires_python is None
+        if sdist is None or not (py_ok or release.requires_python.contains(build.python, prereleases=True)):
+            return None
+        return WheelMatch(release, wheels, sdist.name, sdist.url, sdist.sha256, None, None)
     if wheels.where == "pypi":
-        file = _best_file(tuple(f for f in release.files if f.tags), build)
+        file = _best_file(release, build)
         if file is None:
             return None
         return WheelMatch(release, wheels, file.name, file.url, file.sha256, None, None)
@@ -184,11 +200,12 @@ def match_set(release: ExtRelease, wheels: WheelSet, build: TorchBuild) -> Optio
 def match_release(release: ExtRelease, build: TorchBuild) -> Optional[WheelMatch]:
     """The release's wheel for ``build``: its Requires-Dist must admit the torch, then the first
     wheel set that fits (PyPI's before the others, as the table lists them)."""
-    if release.requires_torch is not None and not release.requires_torch.contains(
-        build.torch, prereleases=True
-    ):
+    own = any(f.requires_torch is not None for f in release.files)
+    if not own and not _admits(release.requires_torch, build.torch):
         return None
     for wheels in release.wheels:
+        if wheels.where != "pypi" and not _admits(release.requires_torch, build.torch):
+            continue
         found = match_set(release, wheels, build)
         if found is not None:
             return found

@@ -211,7 +211,9 @@ def _pick(
                 return _build_pick(ext, release, build, gpus), ""
     if arch_reason:
         return None, arch_reason
-    reason = why_not(ext, releases[0], build)
+    # The release that takes this torch, where one does, says the most (another CUDA, no Python).
+    telling = next((r for r in releases if _admits(r, build.torch)), releases[0])
+    reason = why_not(ext, telling, build)
     if len(releases) > 1:
         reason += f", nor has an older {request}"
     if ext.build is not None and not allow_build:
@@ -225,7 +227,7 @@ def _admits(release: ExtRelease, torch: Version) -> bool:
 
 def _wheel_pick(ext: Extension, found: Any) -> ExtensionPick:
     release, wheels = found.release, found.wheels
-    if wheels.where == "pypi" or wheels.where == "url":
+    if wheels.where in ("pypi", "url", "sdist"):
         fragment = f"#sha256={found.sha256}" if found.sha256 else ""
         requirement = f"{ext.name} @ {found.url}{fragment}"
     else:
@@ -254,7 +256,9 @@ def _build_pick(
     assert needs is not None
     cuda = variant_cuda(build.variant)
     nvcc = "nvcc" + (f" {needs.nvcc}" if needs.nvcc else "")
-    if cuda is not None and needs.nvcc_major_of_torch:
+    if cuda is not None and needs.nvcc_same_minor:
+        nvcc += f" of CUDA {cuda} exactly (torch's; its setup.py refuses another)"
+    elif cuda is not None and needs.nvcc_major_of_torch:
         nvcc += (
             f" of CUDA {cuda.major}.x (torch's CUDA {cuda}: torch.utils.cpp_extension refuses another major)"
         )
