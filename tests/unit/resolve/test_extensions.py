@@ -106,3 +106,48 @@ def test_bad_with_values_are_input_errors() -> None:
         parse_extensions(["flash-attn==9.1"])
     with pytest.raises(InputError, match="given twice"):
         parse_extensions(["flash-attn", "flash_attn>=2"])
+
+
+def test_vllm_takes_the_torch_it_pins_and_its_pypi_build() -> None:
+    plan = resolve(K, target(), with_("vllm>=0.6"))
+    (pick,) = plan.extensions
+    # vllm 0.19.1 pins torch==2.10.0 (its wheel's METADATA), whose PyPI build is cu128; R550 has no 13.x.
+    assert (plan.candidate, str(pick.version)) == ("2.10.0+cu128", "0.19.1")
+    assert (
+        pick.where == "pypi"
+        and pick.sha256 is not None
+        and pick.requirement.endswith(f"#sha256={pick.sha256}")
+    )
+    reasons = {r.candidate: r.reason for r in plan.rejected}
+    assert reasons["2.14.1+cu126"].startswith("vllm 0.34.0 requires torch==2.14.0")
+
+
+def test_xformers_and_bitsandbytes_and_pyg_picks() -> None:
+    plan = resolve(K, target(), with_("xformers", "bitsandbytes"))
+    picks = {p.name: p for p in plan.extensions}
+    # xformers 0.0.35 (stable ABI, torch>=2.10): the cu126 build from download.pytorch.org/whl/cu126.
+    assert plan.candidate == "2.14.1+cu126"
+    assert picks["xformers"].requirement == "xformers==0.0.35+cu126"
+    assert picks["xformers"].index == "https://download.pytorch.org/whl/cu126"
+    assert picks["bitsandbytes"].file == "bitsandbytes-0.50.1-py3-none-manylinux_2_24_x86_64.whl"
+    pyg = resolve(K, target(), with_("torch-scatter", "torch-sparse"))
+    # torch-sparse's wheels stop at torch 2.7 (its README): both from data.pyg.org's 2.7.0 pages.
+    # R550 runs cu118 in full, cu126 only through minor-version compatibility: the resolver takes cu118.
+    assert pyg.candidate == "2.7.1+cu118"
+    assert {p.requirement for p in pyg.extensions} == {
+        "torch-scatter==2.1.2+pt27cu118",
+        "torch-sparse==0.6.18+pt27cu118",
+    }
+    assert {p.index for p in pyg.extensions} == {"https://data.pyg.org/whl/torch-2.7.0+cu118.html"}
+
+
+def test_deepspeed_installs_from_its_sdist_and_apex_only_builds() -> None:
+    plan = resolve(K, target(), with_("deepspeed"))
+    (pick,) = plan.extensions
+    assert pick.where == "sdist" and str(pick.file).endswith(".tar.gz") and pick.build is None
+    assert any("JIT-compile on first use" in w for w in plan.warnings)
+    with pytest.raises(NoBuildError):
+        resolve(K, target(), with_("apex"))
+    (apex,) = resolve(K, target(), with_("apex", allow_build=True)).extensions
+    assert apex.build is not None and "exactly" in apex.build.nvcc
+    assert apex.requirement == "apex @ git+https://github.com/NVIDIA/apex.git@25.09"
