@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Final, Optional
 
 from packaging import tags as pep425
 
-from packaging.specifiers import SpecifierSet
-
 from envkit.knowledge.extensions import ExtRelease, WheelSet
 from envkit.versions import Version
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from packaging.specifiers import SpecifierSet
 
     from envkit.knowledge.extensions import Extension, WheelFile
 
@@ -175,9 +175,8 @@ def match_set(release: ExtRelease, wheels: WheelSet, build: TorchBuild) -> Optio
     if wheels.cxx11_abi and build.cxx11_abi not in wheels.cxx11_abi:
         return None
     if wheels.where == "sdist":
-        sdist = release.sdist
-        py_ok = build.python is None or release.requires_python is None
-        if sdist is None or not (py_ok or release.requires_python.contains(build.python, prereleases=True)):
+        sdist, python, wants = release.sdist, build.python, release.requires_python
+        if sdist is None or (python is not None and wants is not None and not wants.contains(python)):
             return None
         return WheelMatch(release, wheels, sdist.name, sdist.url, sdist.sha256, None, None)
     if wheels.where == "pypi":
