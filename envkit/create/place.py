@@ -73,8 +73,58 @@ def leftovers(prefix: Path, kind: str = "old") -> list[Path]:
         return []
 
 
+# What a venv holds at its top: bin|Scripts, include|Include, lib|Lib, the lib64 link, pyvenv.cfg
+# (https://docs.python.org/3/library/venv.html; Python 3.13's venv adds .gitignore), uv's venv adds
+# CACHEDIR.TAG and .lock (uv's src/uv-virtualenv), and pip puts packages' data files under share/,
+# etc/ and man/ of the prefix. envkit/ is envkit's own record of how it made the environment.
+VENV_ENTRIES: Final = frozenset(
+    {"bin", "Scripts", "include", "Include", "lib", "Lib", "lib64", "pyvenv.cfg", ".gitignore"}
+    | {"CACHEDIR.TAG", ".lock", "share", "etc", "man", "envkit"}
+)
+# A conda environment's own entries besides what its packages installed (conda-meta/*.json "files"):
+# its metadata, `conda config --env`'s .condarc, the .nonadmin flag of conda's installers.
+CONDA_ENTRIES: Final = frozenset({"conda-meta", ".condarc", ".nonadmin", "envkit"})
+_SHOWN: Final = 3  # foreign entries named in a refusal
+
+
+def _conda_entries(path: Path) -> set[str]:
+    """The top-level names the packages of a conda environment installed: the first part of each
+    path in ``conda-meta/<package>.json``'s "files" (conda's PrefixRecord; micromamba and rattler
+    write the same). A record that cannot be read proves nothing."""
+    from envkit._files import parse_json, read_text
+
+    names: set[str] = set()
+    try:
+        records = sorted((path / "conda-meta").glob("*.json"))
+    except OSError:
+        return names
+    for record in records:
+        try:
+            data = parse_json(read_text(str(record)), str(record))
+        except (InputError, ValueError):
+            continue
+        files = data.get("files") if isinstance(data, dict) else None
+        if isinstance(files, list):
+            names.update(f.replace("\\", "/").split("/", 1)[0] for f in files if isinstance(f, str) and f)
+    return names
+
+
+def _foreign(path: Path, conda: bool) -> list[str]:
+    """The entries at the top of ``path`` that no venv or conda layout explains, sorted."""
+    allowed = set(VENV_ENTRIES)
+    if conda:
+        allowed |= CONDA_ENTRIES | _conda_entries(path)
+    try:
+        entries = sorted(os.listdir(path))
+    except OSError:
+        return []
+    return [name for name in entries if name not in allowed]
+
+
 def _not_environment(path: Path) -> Optional[str]:
-    """Why ``path`` is not something --force may replace, or None when it is an environment."""
+    """Why ``path`` is not something --force may replace, or None when envkit can prove that it is
+    an environment: its marker, pyvenv.cfg or conda-meta/, and nothing at its top that a venv or
+    a conda environment would not hold (a project with a venv made in its root has src/)."""
     if path.is_symlink():
         return "is a symbolic link"
     if not path.is_dir():
@@ -83,9 +133,14 @@ def _not_environment(path: Path) -> Optional[str]:
         return "is a git work tree"
     if (path / "condabin").is_dir() or ((path / "envs").is_dir() and any((path / "envs").iterdir())):
         return "is a conda installation that holds other environments"
-    if (path / MARKER).is_file() or (path / "pyvenv.cfg").is_file() or (path / "conda-meta").is_dir():
-        return None
-    return "is not an environment"
+    conda = (path / "conda-meta").is_dir()
+    if not ((path / MARKER).is_file() or (path / "pyvenv.cfg").is_file() or conda):
+        return "is not an environment"
+    foreign = _foreign(path, conda)
+    if foreign:
+        more = f" and {len(foreign) - _SHOWN} more" if len(foreign) > _SHOWN else ""
+        return f"holds {', '.join(foreign[:_SHOWN])}{more}, which no environment's layout explains"
+    return None
 
 
 def is_environment(path: Path) -> bool:
@@ -135,8 +190,9 @@ def check_target(prefix: Path, *, force: bool) -> Target:
     if why is not None:
         raise InputError(
             f"{prefix} is not an environment; refusing to replace it ({there} {why})",
-            hint="--force replaces only an environment (pyvenv.cfg, conda-meta/ or envkit/created.json);"
-            " choose another NAME or --prefix",
+            hint="--force replaces only an environment (pyvenv.cfg, conda-meta/ or envkit/created.json,"
+            " and nothing else at its top); move what is yours out of it, or choose another NAME or"
+            " --prefix",
         )
     return Target(prefix, restore=restore, replace=True)
 

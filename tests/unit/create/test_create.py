@@ -217,7 +217,8 @@ def test_force_puts_the_old_environment_back_when_the_new_one_fails(tmp_path: Pa
     prefix = tmp_path / "envs" / "precious"
     prefix.mkdir(parents=True)
     (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")  # an environment: what --force may replace
-    (prefix / "old.txt").write_text("old env")
+    (prefix / "share").mkdir()
+    (prefix / "share" / "old.txt").write_text("old env")
     install = prepare(
         system,
         CreateRequest(
@@ -230,7 +231,7 @@ def test_force_puts_the_old_environment_back_when_the_new_one_fails(tmp_path: Pa
     )
     with pytest.raises(CreateFailed):
         execute(system, install, force=True)
-    assert (prefix / "old.txt").read_text() == "old env"
+    assert (prefix / "share" / "old.txt").read_text() == "old env"
     assert [p.name for p in prefix.parent.iterdir()] == ["precious"]  # no backup left behind
 
 

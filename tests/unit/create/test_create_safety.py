@@ -107,7 +107,8 @@ def old_venv(prefix: Path) -> Path:
     """An environment --force may replace (a venv's pyvenv.cfg), with a file to recognise it by."""
     prefix.mkdir(parents=True)
     (prefix / "pyvenv.cfg").write_text("home = /usr/bin\n")
-    (prefix / "old.txt").write_text("the old environment")
+    (prefix / "share").mkdir()  # where a venv holds data files: nothing a venv would not hold
+    (prefix / "share" / "old.txt").write_text("the old environment")
     return prefix
 
 
@@ -193,6 +194,53 @@ def test_what_force_refuses(tmp_path: Path, layout: dict[str, str], why: str) ->
     assert why in info.value.message
 
 
+def test_force_never_replaces_a_project_with_a_venv_in_its_root(tmp_path: Path) -> None:
+    # `python -m venv .` in a project without .git, then `create x --prefix . --force`: wiped src/.
+    project = tmp_path / "project"
+    project.mkdir()
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(project)], check=True)
+    (project / "src").mkdir()
+    (project / "src" / "train.py").write_text("print('my work')\n")
+    (project / "README.md").write_text("mine\n")
+    before = tree_digest(project)
+    env = cli_env(tmp_path, tmp_path / "bin")
+    standin_uv(tmp_path / "bin")
+    for extra in ((), ("--dry-run",)):
+        proc = envkit_here("create", "x", "--prefix", str(project), "--force", *extra, *CLI_FLAGS, env=env)
+        text = " ".join(proc.stderr.split())
+        assert proc.returncode == 2, text
+        assert (
+            f"{project} is not an environment; refusing to replace it ({project} holds README.md, src,"
+            in text
+        )
+    assert tree_digest(project) == before
+
+
+def test_force_names_the_first_foreign_entries(tmp_path: Path) -> None:
+    target = tmp_path / "env"
+    (target / "conda-meta").mkdir(parents=True)
+    record = {"name": "python", "files": ["bin/python3.11", "lib/libpython3.11.so", "compiler_compat/README"]}
+    (target / "conda-meta" / "python-3.11.9-h0.json").write_text(json.dumps(record))
+    for name in ("bin", "lib", "compiler_compat", "a", "b", "c", "d"):
+        (target / name).mkdir()
+    with pytest.raises(InputError, match=r"holds a, b, c and 1 more, which no environment's layout"):
+        check_target(target, force=True)
+    for name in ("a", "b", "c", "d"):
+        (target / name).rmdir()
+    assert check_target(target, force=True).replace  # what its packages installed, and conda-meta/
+
+
+def test_a_real_venv_and_a_uv_venv_may_be_replaced(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    assert is_environment(tmp_path / "venv")
+    uv = shutil.which("uv")
+    if uv is not None:
+        subprocess.run(
+            [uv, "venv", "-q", str(tmp_path / "uv")], check=True, env={**os.environ, "UV_OFFLINE": "1"}
+        )
+        assert is_environment(tmp_path / "uv"), os.listdir(tmp_path / "uv")
+
+
 def test_force_refuses_a_file_and_a_link(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     old_venv(tmp_path / "real")
@@ -223,7 +271,7 @@ def test_dry_run_says_what_force_would_replace(tmp_path: Path) -> None:
     assert json.loads(proc.stdout)["will"] == [
         f"replaces the environment {prefix} (--force; put back if anything fails)"
     ]
-    assert (prefix / "old.txt").read_text() == "the old environment"
+    assert (prefix / "share" / "old.txt").read_text() == "the old environment"
 
 
 # ---------------------------------------------------------------- NAME is a name
@@ -271,7 +319,7 @@ def test_a_second_create_of_a_locked_place_fails_at_once(tmp_path: Path) -> None
             assert proc.returncode == 2, proc.stderr
             text = " ".join(proc.stderr.split())
             assert f"another envkit create (pid {os.getpid()}) is creating {prefix} right now" in text
-    assert (prefix / "old.txt").read_text() == "the old environment"
+    assert (prefix / "share" / "old.txt").read_text() == "the old environment"
     assert side_files(prefix.parent, "busy") == []  # the lock file goes with its holder
 
 
@@ -308,7 +356,7 @@ def test_a_failed_install_leaves_nothing_and_puts_the_old_env_back(tmp_path: Pat
         execute(system, uv_install(system, prefix), force=True)
     assert "ERROR: no matching distribution" in info.value.message
     assert f"restored the previous {prefix}" in info.value.hint
-    assert (prefix / "old.txt").read_text() == "the old environment"
+    assert (prefix / "share" / "old.txt").read_text() == "the old environment"
     assert sorted(p.name for p in prefix.parent.iterdir()) == ["precious"]
 
 
@@ -322,7 +370,7 @@ def test_ctrl_c_in_the_installer_cleans_up(tmp_path: Path) -> None:
 
     with pytest.raises(KeyboardInterrupt):
         execute(system, uv_install(system, prefix), force=True, on_step=interrupt)
-    assert (prefix / "old.txt").read_text() == "the old environment"
+    assert (prefix / "share" / "old.txt").read_text() == "the old environment"
     assert sorted(p.name for p in prefix.parent.iterdir()) == ["interrupted"]
 
 
@@ -334,7 +382,7 @@ def test_a_left_over_backup_is_put_back_when_the_name_is_free(tmp_path: Path) ->
     with pytest.raises(InputError, match="already exists"):
         execute(system, uv_install(system, prefix), on_note=notes.append)
     assert notes == [f"restored {prefix} from {backup}, left by an interrupted envkit create"]
-    assert (prefix / "old.txt").read_text() == "the old environment"
+    assert (prefix / "share" / "old.txt").read_text() == "the old environment"
     assert not backup.exists()
 
 
@@ -349,12 +397,12 @@ def test_a_left_over_backup_beside_a_present_env_is_refused_with_the_commands(tm
         execute(system, uv_install(system, prefix), force=True)
     assert info.value.hint.endswith(f"rm -rf {prefix} && mv {backup} {prefix}")
     assert f"rm -rf {backup}" in info.value.hint
-    assert (backup / "old.txt").exists() and (prefix / "bin").is_dir()
+    assert (backup / "share" / "old.txt").exists() and (prefix / "bin").is_dir()
     # The command it gives works, and then create goes ahead.
     subprocess.run(info.value.hint.rsplit(": ", 1)[1], shell=True, check=True)
-    assert (prefix / "old.txt").exists()
+    assert (prefix / "share" / "old.txt").exists()
     execute(system, uv_install(system, prefix), force=True)
-    assert (prefix / MARKER).is_file() and not (prefix / "old.txt").exists()
+    assert (prefix / MARKER).is_file() and not (prefix / "share" / "old.txt").exists()
 
 
 def test_a_killed_runs_trash_and_staging_are_removed(tmp_path: Path) -> None:
