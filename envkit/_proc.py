@@ -8,7 +8,14 @@ is killed too. NCCL and torchrun workers outlive their parent otherwise, and a w
 result, not an exception.
 
 No child outlives envkit: every live child is in a registry, and ``terminate_all()`` (called by the
-CLI on its way out, and at interpreter exit as a backstop) stops each one's group. A run whose
+CLI on its way out, and at interpreter exit as a backstop) stops each one's group. Where envkit
+cannot clean up (SIGKILL, the OOM killer, a crash of the interpreter), its lifeline does: a tiny
+``sh`` started with the first child, in a session of its own, that is told each child's group as it
+starts and ends, and kills the groups still listed when its pipe from envkit reaches end-of-file —
+which the kernel makes happen when envkit's process ends, whatever ended it. (Linux's
+PR_SET_PDEATHSIG would reach only the direct child, not the installer's own children in its group;
+macOS has the same pipe semantics; on Windows a Job object with KILL_ON_JOB_CLOSE is the
+equivalent, and envkit's create needs POSIX there anyway.) A run whose
 caller gave up on it (a detector past the deadline, see ``detect.run_bounded``) is a ``Scope``
 that is cancelled: its children are stopped and it may start no new ones. This matters because
 detectors run in daemon threads, and a daemon thread's ``finally`` never runs at interpreter exit.
@@ -44,6 +51,7 @@ __all__ = [
     "Scope",
     "cancel_scopes",
     "enter_scope",
+    "lifeline_pid",
     "live_pids",
     "process_age",
     "run",
@@ -210,6 +218,56 @@ def terminate_all(grace: float = TERM_GRACE_S) -> int:
     return len(pids)
 
 
+# ---- the lifeline: the groups die with envkit even when envkit is killed outright ----------------
+
+# "+PGID" registers a group, "-PGID" forgets it; end-of-file (envkit is gone) kills what is left.
+# It ignores the signals that end envkit, so a Ctrl-C or a closed terminal cannot take it first.
+_LIFELINE_SCRIPT: Final = """
+trap '' INT TERM HUP QUIT TSTP PIPE
+live=' '
+while IFS= read -r line; do
+  case $line in
+    +*) live="$live${line#+} " ;;
+    -*) g=${line#-}; case $live in *" $g "*) live=${live%% $g *}' '${live#* $g } ;; esac ;;
+  esac
+done
+for g in $live; do kill -s KILL -- "-$g" 2>/dev/null; done
+"""
+_LIFELINE: list[int] = []  # the write end of the pipe to it (empty: not started, or not possible)
+_LIFELINE_PID: list[int] = []
+
+
+def _tell_lifeline(message: str) -> None:
+    """Tell the lifeline (starting it first) about a group; called with _LOCK held."""
+    if os.name != "posix":
+        return
+    if not _LIFELINE:
+        try:
+            watcher = subprocess.Popen(
+                ["/bin/sh", "-c", _LIFELINE_SCRIPT],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # out of reach of signals sent to envkit's group
+            )
+        except OSError:
+            return  # no /bin/sh: terminate_all() is still there for every ending but SIGKILL
+        assert watcher.stdin is not None
+        # The write end stays with envkit alone: children get none of envkit's descriptors
+        # (close_fds), and it is not inherited across exec (O_CLOEXEC, Python's default).
+        _LIFELINE.append(os.dup(watcher.stdin.fileno()))
+        _LIFELINE_PID.append(watcher.pid)
+        watcher.stdin.close()
+        watcher.returncode = 0  # never waited for: it ends after envkit (subprocess must not warn)
+    with contextlib.suppress(OSError):  # it died: the registry above still stops every group
+        os.write(_LIFELINE[0], message.encode("ascii"))
+
+
+def lifeline_pid() -> Optional[int]:
+    """The process id of the lifeline (None before the first child): for tests."""
+    return _LIFELINE_PID[0] if _LIFELINE_PID else None
+
+
 def _at_exit() -> None:
     global _CLOSED
     with _LOCK:
@@ -316,6 +374,7 @@ def run(
             _kill_group(proc.pid, signal.SIGKILL)
             with _LOCK:
                 _LIVE.pop(proc.pid, None)
+                _tell_lifeline(f"-{proc.pid}\n")
         for stream, _ in streams:
             with contextlib.suppress(OSError):
                 stream.close()
@@ -358,6 +417,7 @@ def _spawn(
             )
             return ProcResult(args, None, "", "", time.monotonic() - start, error=error)
         _LIVE[proc.pid] = proc
+        _tell_lifeline(f"+{proc.pid}\n")
         if current is not None:
             current._pids.add(proc.pid)
     return proc

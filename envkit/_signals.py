@@ -1,9 +1,11 @@
-"""Interruptions: SIGTERM ends envkit the way Ctrl-C does, and a few steps (putting an environment
-back) cannot be interrupted at all.
+"""Interruptions: SIGTERM and SIGHUP end envkit the way Ctrl-C does, and a few steps (putting an
+environment back) cannot be interrupted at all.
 
-Slurm, systemd and ``timeout`` stop a program with SIGTERM, not SIGINT. Python's default for SIGTERM
-kills the process on the spot, with no ``finally`` and no cleanup; raising KeyboardInterrupt instead
-makes both signals take the same, tested path (rollback, exit 130).
+Slurm, systemd and ``timeout`` stop a program with SIGTERM, not SIGINT; a closed terminal or a
+dropped ssh session sends SIGHUP. Python's default for both kills the process on the spot, with no
+``finally`` and no cleanup; raising KeyboardInterrupt instead makes every one of them take the same,
+tested path (rollback, the children stopped): exit 130, or 129 for SIGHUP (128 + its number, as a
+shell reports a program it ended).
 """
 
 from __future__ import annotations
@@ -17,9 +19,19 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from types import FrameType
 
-__all__ = ["INTERRUPTS", "Terminated", "deferred_signals", "ignore_interrupts", "sigterm_interrupts"]
+__all__ = [
+    "INTERRUPTS",
+    "Hangup",
+    "Terminated",
+    "deferred_signals",
+    "ignore_interrupts",
+    "sigterm_interrupts",
+]
 
-INTERRUPTS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
+# SIGHUP is POSIX's; getattr keeps the module importable where it is not (Windows).
+INTERRUPTS: tuple[signal.Signals, ...] = tuple(
+    s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None
+)
 
 
 class Terminated(KeyboardInterrupt):
@@ -29,7 +41,18 @@ class Terminated(KeyboardInterrupt):
         super().__init__("SIGTERM")
 
 
-def _raise_terminated(_signum: int, _frame: Optional[FrameType]) -> None:
+class Hangup(KeyboardInterrupt):
+    """SIGHUP (the terminal or the ssh session went away): undone as for Ctrl-C, exit 129."""
+
+    exit_code = 129  # envkit.errors.EXIT_HANGUP (this module imports nothing of envkit's)
+
+    def __init__(self) -> None:
+        super().__init__("SIGHUP")
+
+
+def _raise_terminated(signum: int, _frame: Optional[FrameType]) -> None:
+    if signum == getattr(signal, "SIGHUP", None):
+        raise Hangup
     raise Terminated
 
 
@@ -37,16 +60,20 @@ _OWN_PROCESS: list[bool] = []  # set by sigterm_interrupts(): envkit owns this p
 
 
 def sigterm_interrupts() -> None:
-    """From now on SIGTERM raises Terminated (a KeyboardInterrupt) in the main thread. Called by the
-    console entry point only: a program that imports envkit keeps its own handlers."""
+    """From now on SIGTERM raises Terminated and SIGHUP Hangup (KeyboardInterrupts) in the main
+    thread. Called by the console entry point only: a program that imports envkit keeps its own
+    handlers. A SIGHUP that a parent told its children to ignore (``nohup``) stays ignored."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_terminated)
+        hangup = getattr(signal, "SIGHUP", None)
+        if hangup is not None and signal.getsignal(hangup) is not signal.SIG_IGN:
+            signal.signal(hangup, _raise_terminated)
         _OWN_PROCESS.append(True)
 
 
 def ignore_interrupts() -> None:
-    """SIGINT and SIGTERM do nothing from now on (envkit is already on its way out); only in the
-    envkit command's own process (see sigterm_interrupts)."""
+    """SIGINT, SIGTERM and SIGHUP do nothing from now on (envkit is already on its way out); only in
+    the envkit command's own process (see sigterm_interrupts)."""
     if _OWN_PROCESS and threading.current_thread() is threading.main_thread():
         for sig in INTERRUPTS:
             signal.signal(sig, signal.SIG_IGN)
@@ -54,7 +81,7 @@ def ignore_interrupts() -> None:
 
 @contextlib.contextmanager
 def deferred_signals(*, block: bool = True) -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block is done, then arrive (once each, as usual).
+    """SIGINT, SIGTERM and SIGHUP wait until the block is done, then arrive (once each, as usual).
 
     Two layers, because either alone has a gap: the signals are blocked in this thread
     (``pthread_sigmask``, so a system call in the block is never cut short), and while the block

@@ -1234,23 +1234,26 @@ def create(
     request = CreateRequest(name, prefix, template, flags, backend, tuple(mirror or ()), wheelhouse, offline)
     system = System()
     install = create_command.prepare(system, request)
-    # The refusals (not an environment, taken, left-overs) come before the plan is shown, and the
-    # same for --dry-run; the run decides again under the lock.
-    will = create_command.will(install, force=force, dry_run=dry_run)
+    # The refusals (taken, not an environment, left-overs) come before the plan is shown, and the
+    # same for --dry-run. A real run takes the place's lock first and judges under it: the lock
+    # decides first (a create that is busy there has moved things aside that are its work).
     if dry_run:
+        will = create_command.will(install, force=force, dry_run=True)
         if json_out:
             print_json({**install.to_json(), "status": "dry-run", "will": will})
         else:
             render_installation(install, stdout, will=will)
         return 0
-    if quiet:
-        created = create_command.run(system, install, force=force, verify=not no_verify)
-    else:
-        render_installation(install, stderr)
-        with install_progress(stderr) as progress:
-            created = create_command.run(
-                system, install, force=force, verify=not no_verify, progress=progress
-            )
+    with create_command.holding(install):
+        create_command.will(install, force=force)
+        if quiet:
+            created = create_command.run(system, install, force=force, verify=not no_verify, lock_held=True)
+        else:
+            render_installation(install, stderr)
+            with install_progress(stderr) as progress:
+                created = create_command.run(
+                    system, install, force=force, verify=not no_verify, progress=progress, lock_held=True
+                )
     if json_out:
         print_json(created.to_json())
     render_created(created, None if json_out else stdout, stderr, verbose=verbose)

@@ -19,6 +19,7 @@ __all__ = [
     "ERROR_SCHEMA",
     "EXIT_CHECK_FAILED",
     "EXIT_CODES",
+    "EXIT_HANGUP",
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
     "EXIT_NO_BUILD",
@@ -41,6 +42,7 @@ EXIT_USAGE: Final = 2
 EXIT_NO_BUILD: Final = 3
 EXIT_STEP_FAILED: Final = 4
 EXIT_INTERNAL: Final = 70  # EX_SOFTWARE of BSD's sysexits.h: an internal software error
+EXIT_HANGUP: Final = 129  # 128 + SIGHUP: the terminal or the ssh session closed (envkit._signals.Hangup)
 EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, what a shell reports for a program Ctrl-C ended
 # The document a failed ``--json`` run prints on stdout (README "JSON output"): schema, command,
 # error, hint, exit_code.
@@ -67,10 +69,11 @@ EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
             "`~/.cache/envkit/logs/` whose path is printed"
         ),
     ),
+    (EXIT_HANGUP, "hung up (SIGHUP: the terminal or ssh session closed); undone as for Ctrl-C"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C, or SIGTERM)"),
 )
-# Codes an error class may declare: 0 is success and 130 belongs to KeyboardInterrupt, not to a class.
-_ERROR_CODES: Final = frozenset(code for code, _ in EXIT_CODES) - {EXIT_OK, EXIT_INTERRUPTED}
+# Codes an error class may declare: 0 is success, 129 and 130 belong to signals, not to a class.
+_ERROR_CODES: Final = frozenset(code for code, _ in EXIT_CODES) - {EXIT_OK, EXIT_HANGUP, EXIT_INTERRUPTED}
 
 
 class EnvkitError(Exception):

@@ -17,6 +17,7 @@ from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK
 from envkit.report import Report
 
 if TYPE_CHECKING:
+    import contextlib
     from pathlib import Path
 
     from envkit.create.prepare import CreateRequest
@@ -109,19 +110,33 @@ def prepare(system: System, request: CreateRequest) -> Installation:
     return lay_out(system, request, template, fmt, plan)
 
 
+def holding(install: Installation) -> contextlib.AbstractContextManager[Path]:
+    """The place's lock (envkit.create.place.locked), for a real run to take before ``will`` judges
+    the place and to hold until ``run(..., lock_held=True)`` is over: the lock decides first. What a
+    running create of the same place has moved aside is its work, not an interrupted run's left-over,
+    and a second create must say "busy", never suggest an ``rm -rf`` of it."""
+    from envkit.create.place import locked
+
+    return locked(install.prefix)
+
+
 def will(install: Installation, *, force: bool, dry_run: bool = False) -> list[str]:
-    """What the run will do to the place (refusing first: not an environment, taken, left-overs).
+    """What the run will do to the place (refusing first: taken, not an environment, left-overs).
+    A real run calls it holding the place's lock (``holding``); ``--dry-run`` takes none, and
+    asks whether another create holds it before anything else.
 
     A previous environment that a killed run left moved aside goes back first in a real run (under
     the lock, with a note), and only then is the place judged: refusing here, before it is back,
     would leave it aside for good."""
     from envkit.create.install import check_place
-    from envkit.create.place import leftover_backup
+    from envkit.create.place import check_not_busy, leftover_backup
 
+    if dry_run:
+        check_not_busy(install.prefix)
     backup = leftover_backup(install.prefix)
     if backup is not None and not dry_run:
         return [f"puts back {install.prefix} from {backup}, left by an interrupted envkit create"]
-    return check_place(install, force=force)
+    return check_place(install, force=force, lock_held=not dry_run)
 
 
 def run(
@@ -131,8 +146,10 @@ def run(
     force: bool,
     verify: bool = True,
     progress: Optional[Progress] = None,
+    lock_held: bool = False,
 ) -> Created:
-    """Install, then verify in the new environment; all or nothing (envkit.create.install.execute)."""
+    """Install, then verify in the new environment; all or nothing (envkit.create.install.execute).
+    ``lock_held``: the caller holds the place's lock (``holding``)."""
     from envkit.create.install import execute
 
     shown = progress or NoProgress()
@@ -151,5 +168,6 @@ def run(
         on_line=shown.line,
         on_note=shown.note,
         verify=verify_env if verify else None,
+        lock_held=lock_held,
     )
     return Created(install, report)

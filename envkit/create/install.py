@@ -9,6 +9,7 @@ environment is never touched without ``--force``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -85,6 +86,7 @@ class _Undo:
     staging: Path
     backup: Optional[Path] = None
     created: bool = False
+    scratch: Optional[Path] = None  # the installers' TMPDIR: their downloads and unpacked wheels
 
     def rollback(self) -> list[str]:
         done = []
@@ -101,6 +103,8 @@ class _Undo:
                 done.append(f"restored the previous {self.prefix}")
             self.backup = None
         shutil.rmtree(self.staging, ignore_errors=True)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
         return done
 
     def rollback_uninterrupted(self) -> list[str]:
@@ -126,10 +130,12 @@ def _write_staging(staging: Path, files: dict[str, str]) -> None:
         os.replace(tmp, staging / name)
 
 
-def check_place(install: Installation, *, force: bool) -> list[str]:
-    """What ``execute`` would do to what is at the prefix (for ``--dry-run``), or InputError when it
-    would refuse: the same decision, taken without the lock."""
-    check_not_busy(install.prefix)
+def check_place(install: Installation, *, force: bool, lock_held: bool = False) -> list[str]:
+    """What ``execute`` would do to what is at the prefix, or InputError when it would refuse: the
+    same decision, taken under the lock (``lock_held``) or, for ``--dry-run``, after asking whether
+    another create holds it."""
+    if not lock_held:
+        check_not_busy(install.prefix)
     return check_target(install.prefix, force=force).notes()
 
 
@@ -142,8 +148,11 @@ def execute(
     on_line: Callable[[str], None] = lambda _l: None,
     on_note: Callable[[str], None] = lambda _n: None,
     verify: Optional[Callable[[Path], Report]] = None,
+    lock_held: bool = False,
 ) -> Optional[Report]:
-    """Carry out ``install``; on any failure (or Ctrl-C, or SIGTERM) leave things as they were.
+    """Carry out ``install``; on any failure (or Ctrl-C, SIGTERM, SIGHUP) leave things as they were.
+    ``lock_held``: the caller holds the place's lock already (envkit.create.place.locked), and
+    judged the place under it.
 
     Raises:
         InputError: the target exists and ``force`` is off, or it is not an environment, or another
@@ -151,10 +160,10 @@ def execute(
         CreateFailed: a step failed (the message ends with the installer's last lines).
     """
     prefix = install.prefix
-    with locked(prefix):
-        # What a killed run left that is envkit's own by its name: the staging folder, and the
-        # replaced environment it was deleting when it died.
-        for trash in (*leftovers(prefix, "trash"), install.staging):
+    with contextlib.nullcontext() if lock_held else locked(prefix):
+        # What a killed run left that is envkit's own by its name: the staging folder, the
+        # installers' scratch folder, and the replaced environment it was deleting when it died.
+        for trash in (*leftovers(prefix, "trash"), install.staging, side_path(prefix, "tmp")):
             shutil.rmtree(trash, ignore_errors=True)
         restore = leftover_backup(prefix)  # a run killed outright (SIGKILL) while it had moved it aside
         if restore is not None:
@@ -175,7 +184,7 @@ def _build(
     verify: Optional[Callable[[Path], Report]],
 ) -> Optional[Report]:
     prefix = install.prefix
-    undo = _Undo(prefix, install.staging)
+    undo = _Undo(prefix, install.staging, scratch=side_path(prefix, "tmp"))
     try:
         if target.replace:  # --force: move it aside, put it back if anything fails
             with deferred_signals():
@@ -183,10 +192,12 @@ def _build(
                 os.replace(prefix, undo.backup)
         undo.created = True
         _write_staging(install.staging, install.spec_files)
+        assert undo.scratch is not None
+        undo.scratch.mkdir(mode=0o700, exist_ok=True)
         for step in install.steps:
             on_step(step)
             result = system.run(
-                step.argv, timeout=step.timeout, env=step.child_env(system.env), on_line=on_line
+                step.argv, timeout=step.timeout, env=_in_scratch(step, system, undo.scratch), on_line=on_line
             )
             if not result.ok:
                 tail = "\n".join(result.stdout.strip().splitlines()[-15:])
@@ -225,7 +236,22 @@ def _build(
     if trash is not None:
         shutil.rmtree(trash, ignore_errors=True)
     shutil.rmtree(install.staging, ignore_errors=True)
+    shutil.rmtree(side_path(prefix, "tmp"), ignore_errors=True)
     return report
+
+
+# The variables Python's tempfile (pip, ensurepip, venv), uv (Rust's std::env::temp_dir) and conda
+# read for their temporary files: all of them point into the scratch folder beside the prefix, which
+# envkit removes whatever happens (on Windows tempfile reads TEMP and TMP).
+_TEMP_VARIABLES: Final = ("TMPDIR", "TEMP", "TMP")
+
+
+def _in_scratch(step: Step, system: System, scratch: Path) -> dict[str, str]:
+    """The step's environment with the installers' temporary files in ``scratch``: a wheel of
+    several GB half-downloaded when Ctrl-C came goes with the rollback, not into $TMPDIR for good."""
+    env = dict(step.child_env(system.env) or system.env)
+    env.update(dict.fromkeys(_TEMP_VARIABLES, str(scratch)))
+    return env
 
 
 def _keep_specs(install: Installation) -> None:

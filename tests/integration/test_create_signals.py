@@ -9,7 +9,6 @@ then whatever the test needs). Each test starts envkit a few times (~1 s each): 
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -36,13 +35,16 @@ pytestmark = pytest.mark.slow
 NAME = "pt"
 
 
-def start(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+def start(tmp_path: Path, *args: str, tmpdir: Path | None = None) -> subprocess.Popen[str]:
+    env = cli_env(tmp_path, tmp_path / "bin")
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
     return subprocess.Popen(
         [sys.executable, "-m", "envkit", "create", NAME, *CLI_FLAGS, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=cli_env(tmp_path, tmp_path / "bin"),
+        env=env,
     )
 
 
@@ -84,20 +86,27 @@ def state(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("force", [False, True], ids=["new", "force"])
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"]
+)
 def test_a_signal_in_the_installer(tmp_path: Path, state: Path, sig: signal.Signals, force: bool) -> None:
-    standin_uv(tmp_path / "bin", sleeping_install(state, str(tmp_path)))
+    # The installer leaves a partial download in its TMPDIR, as pip does mid-wheel.
+    partial = 'head -c 100000 /dev/zero > "$TMPDIR/pip-unpack-partial.whl"\n'
+    standin_uv(tmp_path / "bin", partial + sleeping_install(state, str(tmp_path)))
     before = tree_digest(old_venv(tmp_path / "envs" / NAME)) if force else None
-    proc = start(tmp_path, "--no-verify", *(["--force"] if force else []))
+    tmpdir = tmp_path / "user-tmp"
+    tmpdir.mkdir()
+    proc = start(tmp_path, "--no-verify", *(["--force"] if force else []), tmpdir=tmpdir)
     wait_for(state / "installing", proc)
     assert survivors(str(tmp_path)), "the stand-in installer should be running now"
     proc.send_signal(sig)
     code, err = finish(proc)
-    assert code == 130, err
+    assert code == (129 if sig == signal.SIGHUP else 130), err  # SIGHUP killed envkit on the spot
     assert "envkit: interrupted" in err and "Traceback" not in err
-    if sig == signal.SIGTERM:
-        assert "(SIGTERM)" in err
+    if sig != signal.SIGINT:
+        assert f"({sig.name})" in err
     assert_as_before(tmp_path, before)
+    assert list(tmpdir.iterdir()) == []  # the partial download went with the rollback (7 of 8 stayed)
 
 
 def verify_hangs(marker: Path) -> str:
@@ -190,8 +199,9 @@ def test_after_sigkill_the_next_run_finds_the_old_environment(tmp_path: Path, st
     wait_for(state / "installing", proc)
     proc.kill()  # SIGKILL: no cleanup is possible, the next run has to find what was left
     proc.communicate(timeout=30)
-    for line in survivors(str(tmp_path)):  # the orphaned stand-in installer (its own session)
-        os.kill(int(line.split(":")[0]), signal.SIGKILL)
+    # The stand-in installer (in a session of its own) went with envkit: its lifeline killed it.
+    # Before, it ran on with parent 1, writing into the half-made environment.
+    assert no_survivors(str(tmp_path)) == []
     (backup,) = envs.glob(f".{NAME}.envkit-old-*")
     standin_uv(tmp_path / "bin")  # from now on the installer succeeds at once
     env = cli_env(tmp_path, tmp_path / "bin")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable
@@ -197,6 +199,38 @@ def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
     result = runner.invoke(cli.app, ["doctor"])
     assert result.exit_code == 130
     assert result.stderr == "envkit: interrupted\n"
+
+
+def test_sighup_is_handled_like_sigterm_and_exits_129(tmp_path: Path) -> None:
+    # A closed terminal or a dropped ssh sends SIGHUP: Python's default killed envkit on the spot
+    # (no rollback, no children stopped, status -1). Here envkit is waiting on a FIFO when it comes.
+    import errno
+    import signal
+
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envkit", "doctor", "--from", str(fifo), "--timeout", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while True:  # a FIFO opens for writing only once its reader has it open: envkit is reading
+        try:
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO or proc.poll() is not None or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+    try:
+        proc.send_signal(signal.SIGHUP)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        os.close(writer)
+    assert proc.returncode == 129, err
+    assert err == "envkit: interrupted (SIGHUP)\n" and out == ""
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -324,3 +325,55 @@ def test_process_age_of_this_process_is_counted_from_its_start() -> None:
     first = process_age()
     time.sleep(0.05)
     assert first > 0 and process_age() >= first
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (ended, its parent gone or not waiting yet) is no process that runs.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def test_children_die_with_envkit_even_on_sigkill(tmp_path: Path) -> None:
+    # Children run in sessions of their own (so a timeout can stop a whole group); after SIGKILL of
+    # envkit (the OOM killer, `kill -9`), nothing could stop them, and a venv, ensurepip, pip or a hung
+    # GPU probe went on with parent 1. The lifeline kills the groups when envkit's end closes its pipe.
+    pids = tmp_path / "pids"
+    code = (
+        "from envkit._proc import run\n"
+        f"run(['sh', '-c', 'sleep 60 & echo $$ $! > {pids}.tmp; mv {pids}.tmp {pids}; wait'], timeout=60)\n"
+    )
+    envkit_like = subprocess_popen([PY, "-c", code])
+    deadline = time.monotonic() + 20
+    while not pids.exists():
+        assert envkit_like.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    child, grandchild = (int(p) for p in pids.read_text().split())
+    envkit_like.kill()  # SIGKILL: no finally, no atexit
+    envkit_like.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while (_alive(child) or _alive(grandchild)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _alive(child) and not _alive(grandchild)
+
+
+def subprocess_popen(argv: list[str]) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_the_lifeline_is_one_sh_whose_pipe_is_envkits_alone() -> None:
+    from envkit._proc import _LIFELINE, lifeline_pid
+
+    assert run(["true"], timeout=10).ok
+    watcher = lifeline_pid()
+    assert watcher is not None and _alive(watcher)  # started with the first child, still there
+    cmdline = Path(f"/proc/{watcher}/cmdline").read_bytes().split(b"\0")
+    assert cmdline[0] == b"/bin/sh" and b"kill -s KILL" in cmdline[2]
+    assert _LIFELINE  # the write end is envkit's alone
+    assert os.get_inheritable(_LIFELINE[0]) is False

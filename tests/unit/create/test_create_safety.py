@@ -323,6 +323,44 @@ def test_a_second_create_of_a_locked_place_fails_at_once(tmp_path: Path) -> None
     assert side_files(prefix.parent, "busy") == []  # the lock file goes with its holder
 
 
+def test_the_lock_decides_before_any_left_over_is_judged(tmp_path: Path) -> None:
+    # Another create is replacing `busy` with --force: the old one moved aside, the new one half-made.
+    # A second create used to call that "an interrupted envkit create left ..." and suggest
+    # `rm -rf busy && mv .busy.envkit-old-... busy`, destroying the running create's work.
+    envs = tmp_path / "envs"
+    old_venv(envs / ".busy.envkit-old-1700000000")
+    prefix = old_venv(envs / "busy")
+    standin_uv(tmp_path / "bin")
+    env = cli_env(tmp_path, tmp_path / "bin")
+    with locked(prefix):
+        before = (tree_digest(prefix), sorted(os.listdir(envs)))
+        for extra in ((), ("--dry-run",), ("--force",), ("--force", "--dry-run")):
+            proc = envkit_here("create", "busy", *extra, *CLI_FLAGS, env=env)
+            text = " ".join(proc.stderr.split())
+            assert proc.returncode == 2, text
+            assert f"another envkit create (pid {os.getpid()}) is creating {prefix} right now" in text
+            assert "interrupted" not in text and "rm -rf" not in text
+        assert (tree_digest(prefix), sorted(os.listdir(envs))) == before
+
+
+def test_the_installers_temporary_files_live_beside_the_prefix_and_go(tmp_path: Path) -> None:
+    # pip, ensurepip and uv write their downloads and unpacked wheels under $TMPDIR: a folder beside
+    # the environment that envkit removes (rollback or success), never the user's /tmp for good.
+    seen = tmp_path / "tmpdir-seen"
+    system = uv_system(tmp_path, f'echo "$TMPDIR|$TEMP|$TMP" > {seen}; touch "$TMPDIR/pip-unpack-x.whl"')
+    prefix = tmp_path / "envs" / "fresh"
+    execute(system, uv_install(system, prefix))
+    scratch = prefix.parent / ".fresh.envkit-tmp"
+    assert seen.read_text().strip() == "|".join([str(scratch)] * 3)
+    assert not scratch.exists()
+    assert side_files(prefix.parent, "fresh") == []
+    failing = uv_system(tmp_path, f'touch "$TMPDIR/partial.whl"; echo "$TMPDIR" > {seen}; exit 1')
+    with pytest.raises(CreateFailed):
+        execute(failing, uv_install(failing, tmp_path / "envs" / "other"))
+    assert seen.read_text().strip() == str(tmp_path / "envs" / ".other.envkit-tmp")
+    assert side_files(prefix.parent, "other") == []
+
+
 def test_the_lock_is_released_and_taken_again(tmp_path: Path) -> None:
     prefix = tmp_path / "p" / "env"
     with locked(prefix) as path:
