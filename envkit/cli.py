@@ -1184,6 +1184,12 @@ def create(
         typer.Option("--wheelhouse", metavar="DIR", help="A folder of wheels to install from too."),
     ] = None,
     offline: Annotated[bool, typer.Option("--offline", help="Install only from --wheelhouse.")] = False,
+    from_lock: Annotated[
+        Optional[str],
+        typer.Option(
+            "--from-lock", metavar="FILE", help="Install exactly this hashed pip lock (envkit lock)."
+        ),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan and the exact commands; change nothing.")
     ] = False,
@@ -1231,7 +1237,9 @@ def create(
         extensions=with_ext,
         allow_build=allow_build,
     )
-    request = CreateRequest(name, prefix, template, flags, backend, tuple(mirror or ()), wheelhouse, offline)
+    request = CreateRequest(
+        name, prefix, template, flags, backend, tuple(mirror or ()), wheelhouse, offline, from_lock
+    )
     system = System()
     install = create_command.prepare(system, request)
     # The refusals (taken, not an environment, left-overs) come before the plan is shown, and the
@@ -1275,12 +1283,27 @@ def lock(
     ] = ".",
     lock_platform: Annotated[
         Optional[list[str]],
-        typer.Option("--lock-platform", metavar="SUBDIR", help="conda subdir (linux-64, …); repeatable."),
+        typer.Option(
+            "--lock-platform",
+            metavar="PLATFORM",
+            help="conda subdir (linux-64, …) or, --channel pip, linux-x86_64 …; repeatable.",
+        ),
     ] = None,
     mirror: Annotated[
         Optional[list[str]],
         typer.Option("--mirror", metavar="MIRROR", help="NAME, URL or KIND=URL (repeatable)."),
     ] = None,
+    lock_format: Annotated[
+        str,
+        typer.Option("--format", metavar="FORMATS", help="--channel pip: pylock, requirements or both."),
+    ] = "pylock,requirements",
+    wheelhouse: Annotated[
+        Optional[str],
+        typer.Option("--wheelhouse", metavar="DIR", help="--channel pip: a folder of wheels to lock from."),
+    ] = None,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="--channel pip: from --wheelhouse alone.")
+    ] = False,
     torch: TorchSpec = None,
     cuda: Cuda = "auto",
     channel: ChannelOpt = None,
@@ -1296,7 +1319,8 @@ def lock(
         bool, typer.Option("--quiet", "-q", help="No conda-lock progress or notes on stderr.")
     ] = False,
 ) -> int:
-    """Lock a conda environment with conda-lock (envkit[lock]); __cuda comes from the target driver."""
+    """Lock an environment: conda with conda-lock (envkit[lock]; __cuda from the target driver), or
+    pip (--channel pip) with uv's resolver, every file hashed (pylock.toml, requirements.txt)."""
     from envkit._files import check_output
     from envkit.commands.lock import lock as run_lock
     from envkit.commands.lock import prepare_lock
@@ -1312,10 +1336,23 @@ def lock(
         env=env,
         torch=torch,
         cuda=cuda,
-        channel=channel or "conda",  # a conda lock: prepare_lock refuses --channel pip
+        channel=channel or "conda",  # conda unless --channel pip: the lock's kind
         extensions=with_ext,
         allow_build=allow_build,
     )
+    if flags.channel == "pip":
+        formats = tuple(f.strip() for f in lock_format.split(",") if f.strip())
+        return _pip_lock(
+            template,
+            flags,
+            out,
+            tuple(lock_platform or ()),
+            tuple(mirror or ()),
+            formats,
+            wheelhouse,
+            offline,
+            quiet,
+        )
     system = System()
     job = prepare_lock(
         system,
@@ -1333,6 +1370,43 @@ def lock(
                 system, job, on_line=lambda line: status.update(line.strip()[:120]) if line.strip() else None
             )
         stderr.print(f"wrote {path}", markup=False)
+    return 0
+
+
+def _pip_lock(
+    template: str,
+    flags: "PlanFlags",
+    out: str,
+    platforms: tuple[str, ...],
+    mirrors: tuple[str, ...],
+    formats: tuple[str, ...],
+    wheelhouse: Optional[str],
+    offline: bool,
+    quiet: bool,
+) -> int:
+    """``envkit lock --channel pip``: uv's hashed locks of the plan, per platform."""
+    from envkit.commands.lock import pip_lock, prepare_pip_lock
+    from envkit.system import System
+
+    system = System()
+    jobs = prepare_pip_lock(
+        system,
+        template,
+        flags,
+        platforms=platforms,
+        out_dir=out,
+        mirrors=mirrors,
+        formats=formats,
+        wheelhouse=wheelhouse,
+        offline=offline,
+    )
+    if quiet:
+        paths = pip_lock(system, jobs)
+    else:
+        with stderr.status("uv pip compile …"):
+            paths = pip_lock(system, jobs)
+        for path in paths:
+            stderr.print(f"wrote {path}", markup=False)
     return 0
 
 

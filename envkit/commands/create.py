@@ -103,6 +103,10 @@ def prepare(system: System, request: CreateRequest) -> Installation:
         if found is not None:
             request = dataclasses.replace(request, wheelhouse=found)
     check_request(system, request)
+    if request.from_lock is not None:
+        from envkit.create.from_lock import lay_out_lock
+
+        return lay_out_lock(system, request, request.from_lock)
     template = choose_template(request)
     fmt = choose_format(system, request, template)
     flags = spec_flags(template, request.flags, fmt)  # fmt decides the channel

@@ -56,6 +56,7 @@ class CreateRequest:
     mirrors: tuple[str, ...] = ()
     wheelhouse: Optional[str] = None
     offline: bool = False
+    from_lock: Optional[str] = None  # --from-lock: a hashed pip lock envkit lock --channel pip made
 
 
 def choose_template(request: CreateRequest) -> Template:

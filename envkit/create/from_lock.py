@@ -1,0 +1,111 @@
+"""``envkit create NAME --from-lock FILE``: install exactly a hashed lock ``envkit lock --channel pip``
+made (a PEP 751 ``pylock.toml``, or a ``requirements.txt`` with ``--hash`` lines), hash checking on:
+a file whose hash does not match what the index serves fails the installer, and create removes the
+half-made environment (exit 4).
+
+The plan is made again from the one the lock records (its torch release, build, platform, Python
+and target), so that the environment says how it was made and verify knows what to expect.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from envkit.create.backends import (
+    INSTALL_TIMEOUT_S,
+    VENV_TIMEOUT_S,
+    Backend,
+    Step,
+    backend_exe,
+    base_python,
+    default_prefix,
+    find_tool,
+)
+from envkit.create.install import Installation
+from envkit.create.place import check_prefix
+from envkit.errors import InputError
+
+if TYPE_CHECKING:
+    from envkit.create.prepare import CreateRequest
+    from envkit.resolve import Plan
+    from envkit.system import System
+
+__all__ = ["lay_out_lock"]
+
+_NAMES: Final = {"pylock": "pylock.toml", "requirements": "requirements.txt"}
+
+
+def _plan(system: System, record: dict[str, object]) -> Plan:
+    from envkit.commands.resolve import make_plan
+    from envkit.resolve.plan import PlanFlags
+
+    gpus = [str(g) for g in record.get("gpus") or []]  # type: ignore[attr-defined]
+    driver = str(record.get("driver") or "") or None
+    flags = PlanFlags(
+        torch=f"=={record['torch']}",
+        cuda=str(record["variant"]),
+        platform=str(record.get("platform") or "") or None,
+        python=str(record.get("python") or "") or None,
+        driver=driver,
+        gpus=gpus,
+        no_gpu=not driver and not gpus,
+    )
+    return make_plan(system, flags)
+
+
+def lay_out_lock(system: System, request: CreateRequest, lock: str) -> Installation:
+    """The installation of a lock: a venv, then the installer with hash checking (nothing is run)."""
+    from envkit._files import read_text
+    from envkit.create.pylock import plan_of_lock
+
+    record = plan_of_lock(lock)
+    text = read_text(lock)
+    plan = _plan(system, record)
+    pylock = lock.endswith(".toml")
+    wanted = Backend(request.backend) if request.backend in ("auto", "uv", "venv") else None
+    if wanted is None:
+        raise InputError(f"--from-lock installs pip locks: --backend {request.backend} is a conda one")
+    exe = backend_exe(system, request.backend)
+    if wanted is Backend.AUTO:
+        uv = find_tool(system, Backend.UV)
+        wanted, exe = (Backend.UV, uv) if uv else (Backend.VENV, "")
+    if pylock and wanted is Backend.VENV:
+        raise InputError(
+            f"--from-lock {lock}: pip installs no pylock.toml yet",
+            hint="use --backend uv, or the requirements.txt lock envkit lock --channel pip wrote beside it",
+        )
+    given = Path(os.path.abspath(Path(request.prefix).expanduser())) if request.prefix else None
+    if given is not None:
+        check_prefix(given)
+    name = request.name or (given.name if given is not None else "")
+    prefix = given if given is not None else default_prefix(system, name, wanted)
+    python = prefix / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    staging = prefix.with_name(f".{prefix.name}.envkit-spec")
+    file_name = _NAMES["pylock" if pylock else "requirements"]
+    locked = str(staging / file_name)
+    version = str(plan.python) if plan.python else None
+    if wanted is Backend.UV:
+        create = [exe, "venv", str(prefix), "--seed"] + (["--python", version] if version else [])
+        install = [exe, "pip", "install", "--python", str(python), "-r", locked]
+        if not pylock:  # a pylock.toml carries its hashes; uv checks them without being told
+            install.append("--require-hashes")
+    else:
+        create = [base_python(system, version), "-m", "venv", str(prefix)]
+        install = [str(python), "-m", "pip", "install", "--require-hashes", "--no-deps", "-r", locked]
+    steps = (
+        Step("create the environment", tuple(create), VENV_TIMEOUT_S),
+        Step(f"install {Path(lock).name} (hashes checked)", tuple(install), INSTALL_TIMEOUT_S),
+    )
+    return Installation(
+        name=name,
+        prefix=prefix,
+        backend=wanted,
+        plan=plan,
+        steps=steps,
+        spec_files={file_name: text},
+        staging=staging,
+        python=python,
+        notes=(f"from the lock {lock} ({record.get('command') or 'envkit lock --channel pip'})",),
+    )
