@@ -87,7 +87,9 @@ def lay_out_lock(system: System, request: CreateRequest, lock: str) -> Installat
     locked = str(staging / file_name)
     version = str(plan.python) if plan.python else None
     if wanted is Backend.UV:
-        create = [exe, "venv", str(prefix), "--seed"] + (["--python", version] if version else [])
+        # No --seed: the environment is the lock's packages and nothing else (uv's own seed packages,
+        # pip and setuptools, would come from PyPI, unlocked and unhashed).
+        create = [exe, "venv", str(prefix)] + (["--python", version] if version else [])
         install = [exe, "pip", "install", "--python", str(python), "-r", locked]
         if not pylock:  # a pylock.toml carries its hashes; uv checks them without being told
             install.append("--require-hashes")
