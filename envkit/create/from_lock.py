@@ -37,22 +37,31 @@ __all__ = ["lay_out_lock"]
 _NAMES: Final = {"pylock": "pylock.toml", "requirements": "requirements.txt"}
 
 
-def _plan(system: System, record: dict[str, object]) -> Plan:
-    from envkit.commands.resolve import make_plan
-    from envkit.resolve.plan import PlanFlags
+def _plan(record: dict[str, object]) -> Plan:
+    """The plan the lock records, made again for the target it names (nothing is detected)."""
+    from envkit.knowledge import load_knowledge
+    from envkit.resolve import Channel, Request, parse_cuda_request, parse_torch_spec, resolve
+    from envkit.resolve.target import Target, target_from_flags
 
+    k = load_knowledge()
     gpus = [str(g) for g in record.get("gpus") or []]  # type: ignore[attr-defined]
     driver = str(record.get("driver") or "") or None
-    flags = PlanFlags(
-        torch=f"=={record['torch']}",
-        cuda=str(record["variant"]),
-        platform=str(record.get("platform") or "") or None,
-        python=str(record.get("python") or "") or None,
+    platform = str(record.get("platform") or "") or "linux-x86_64"
+    target = target_from_flags(
+        k,
+        base=Target(platform=platform),
         driver=driver,
         gpus=gpus,
         no_gpu=not driver and not gpus,
+        platform=platform,
+        python=str(record.get("python") or "") or None,
     )
-    return make_plan(system, flags)
+    request = Request(
+        torch=parse_torch_spec(f"=={record['torch']}"),
+        cuda=parse_cuda_request(str(record["variant"])),
+        channel=Channel.PIP,
+    )
+    return resolve(k, target, request)
 
 
 def lay_out_lock(system: System, request: CreateRequest, lock: str) -> Installation:
@@ -62,7 +71,7 @@ def lay_out_lock(system: System, request: CreateRequest, lock: str) -> Installat
 
     record = plan_of_lock(lock)
     text = read_text(lock)
-    plan = _plan(system, record)
+    plan = _plan(record)
     pylock = lock.endswith(".toml")
     wanted = Backend(request.backend) if request.backend in ("auto", "uv", "venv") else None
     if wanted is None:
