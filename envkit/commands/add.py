@@ -101,6 +101,7 @@ def add_command(packages: Sequence[str], project: str, flags: PlanFlags, platfor
     parts += [f"--platform {p}" for p in platforms]
     if flags.python:
         parts += ["--python", flags.python]
+    parts += [f"--with '{e}'" if any(c in e for c in "<>=!~ ") else f"--with {e}" for e in flags.extensions]
     return " ".join(parts)
 
 
@@ -117,9 +118,8 @@ def plan_platforms(
 ) -> list[Plan]:
     """One plan per platform (or, ``cudas``, per build on the first platform), all of one torch
     release: the newest every one of them has (a project pins one torch everywhere)."""
-    from envkit.commands.resolve import make_request, make_target
+    from envkit.commands.resolve import make_target
     from envkit.knowledge import load_knowledge
-    from envkit.resolve import resolve
 
     bad = [p for p in platforms if p not in PLATFORMS]
     if bad:
@@ -135,11 +135,27 @@ def plan_platforms(
             moved = _on(target, platform)
             cuda = flags.cuda if platform in CUDA_PLATFORMS else "auto"
             jobs.append((moved, dataclasses.replace(flags, cuda=cuda)))
-    plans = [resolve(k, t, make_request(f)) for t, f in jobs]
+    plans = [_resolve(k, t, f) for t, f in jobs]
     oldest = min(p.torch for p in plans)
     if any(p.torch != oldest for p in plans):
-        plans = [resolve(k, t, make_request(dataclasses.replace(f, torch=f"=={oldest}"))) for t, f in jobs]
+        plans = [_resolve(k, t, dataclasses.replace(f, torch=f"=={oldest}")) for t, f in jobs]
     return plans
+
+
+def _resolve(k: Knowledge, target: Target, flags: PlanFlags) -> Plan:
+    """The plan for one platform. A platform without CUDA builds (macOS) that has no wheel of an
+    extension asked for (``--with flash-attn``) is planned without it: the manifest's markers keep
+    the extension to the platforms that have it."""
+    from envkit.commands.resolve import make_request
+    from envkit.errors import NoBuildError
+    from envkit.resolve import resolve
+
+    try:
+        return resolve(k, target, make_request(flags))
+    except NoBuildError:
+        if not flags.extensions or target.platform in CUDA_PLATFORMS:
+            raise
+        return resolve(k, target, make_request(dataclasses.replace(flags, extensions=(), allow_build=False)))
 
 
 def _what_it_installs(m: Manifested, k: Knowledge, target: Target) -> str:
@@ -176,17 +192,12 @@ def add(
             f"envkit add {unknown[0]}: envkit adds torch, torchvision and torchaudio",
             hint=f"add other packages with the project's own installer (uv add {unknown[0]}, poetry add, …)",
         )
-    if with_:
-        raise InputError(
-            f"--with {with_[0]}: this envkit resolves no extensions yet (envkit resolve --with is not here)",
-            hint="add torch alone, then the extension with the project's installer, pinned to that torch",
-        )
     if channel is not None and channel not in ("pip", "conda"):
         raise InputError(f"--channel {channel!r}: pip or conda")
     found, notes = find_manifests(project)
     k = load_knowledge()
     python = flags.python or next((m.found.python for m in found if m.found.python), None)
-    flags = dataclasses.replace(flags, python=python)
+    flags = dataclasses.replace(flags, python=python, extensions=tuple(with_) or flags.extensions)
     target = make_target(system, dataclasses.replace(flags, platform=platforms[0] if platforms else None))
     builds = {m.path: _what_it_installs(m, k, target) for m in found if m.found.torch is not None}
     chosen = choose(found, builds)

@@ -261,8 +261,18 @@ def _edit_pip(doc: Any, want: Want, path: Path, made: list[Any]) -> bool:
     if base is None or "python" not in base:
         python = want.sources[0].plan.python
         changed |= _set(_section(doc, "dependencies", None, made), "python", f"{python}.*" if python else "*")
+    picks = want.extensions()
     for subdir, source in _groups(want):
         table = _section(doc, "pypi-dependencies", subdir, made)
+        for pick, _ in [(p, s) for p, s in picks if s is source]:
+            extension: Any = f"=={pick.version}"
+            if pick.where == "url" and pick.url:
+                extension = _tomlkit().inline_table()
+                extension.update({"url": pick.url})
+            elif pick.where == "index" and pick.index:
+                extension = _tomlkit().inline_table()
+                extension.update({"version": f"=={pick.version}", "index": pick.index})
+            changed |= _set(table, pick.name, extension)
         for name in want.packages:
             version = "==" + want.pin(name, source, local=False).split("==", 1)[1]
             if source.index_url is None:

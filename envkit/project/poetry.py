@@ -198,6 +198,18 @@ def apply(path: Path, text: str, want: Want) -> str:
         changed = True
     if made:
         spaced(deps)
+    for pick, _source in want.extensions()[:1] if len(want.sources) == 1 else want.extensions():
+        # One platform: the wheel's URL (or its version); several: the version, with markers in
+        # [project] or on the constraint, is left to Poetry's resolver.
+        value = {"url": pick.url} if pick.where == "url" and pick.url else None
+        if pep621:
+            changed |= set_pins(project["dependencies"], {pick.name: f"{pick.name}=={pick.version}"})
+            if value is not None and unwrap(deps.get(pick.name)) != value:
+                deps[pick.name] = _entry(value)
+                changed = True
+        elif unwrap(deps.get(pick.name)) != (value or str(pick.version)):
+            deps[pick.name] = _entry(value) if value is not None else str(pick.version)
+            changed = True
     changed |= _set_sources(doc, want)
     return dumped(doc, text) if changed else text
 

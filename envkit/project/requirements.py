@@ -123,7 +123,12 @@ def _options(entries: list[_Entry], want: Want, has_others: bool) -> list[str]:
     else:
         lines += [f"--extra-index-url {u}" for u in indexes]
     lines += [f"--find-links {u}" for u in links]
-    return lines
+    for pick, source in want.extensions():
+        if pick.where == "find-links" and pick.index:
+            lines.append(f"--find-links {pick.index}")
+        elif pick.where == "index" and pick.index and pick.index != source.index_url:
+            lines.append(f"--extra-index-url {pick.index}")
+    return list(dict.fromkeys(lines))
 
 
 def lines_for(want: Want) -> list[str]:
@@ -135,6 +140,11 @@ def lines_for(want: Want) -> list[str]:
             out.append(pins[0][0])
             continue
         out += [f"{pin} ; {marker}" if marker else pin for pin, marker in pins]
+    picks = want.extensions()
+    for name in want.extension_names():
+        mine = [(p, s) for p, s in picks if p.name == name]
+        several = len(want.sources) > 1
+        out += [f"{p.requirement} ; {s.marker}" if several and s.marker else p.requirement for p, s in mine]
     return out
 
 
@@ -152,9 +162,10 @@ def edit_lines(lines: Sequence[str], want: Want, *, label: str) -> list[str]:
         e.content.startswith(("-r", "--requirement", "-e", "--editable")) for e in entries
     )
     options = _options(entries, want, has_others)
-    pins: dict[str, list[str]] = {name: [] for name in want.packages}
+    names = [*want.packages, *want.extension_names()]
+    pins: dict[str, list[str]] = {name: [] for name in names}
     for line in lines_for(want):
-        pins[line.split("==", 1)[0]].append(line)
+        pins[str(requirement_name(_plain(line)))].append(line)
     out: list[str] = []
     placed_options = False
     placed = set()
@@ -192,10 +203,11 @@ def edit_lines(lines: Sequence[str], want: Want, *, label: str) -> list[str]:
             (i for i, line in enumerate(out) if line.strip() and not line.lstrip().startswith("#")), len(out)
         )
         out[at:at] = missing_options
-    rest = [p for name in want.packages if name not in placed for p in pins[name]]
+    rest = [p for name in names if name not in placed for p in pins[name]]
     if rest:
         last = max(
-            (i for i, line in enumerate(out) if requirement_name(_plain(line)) in torch_names), default=None
+            (i for i, line in enumerate(out) if requirement_name(_plain(line)) in {*torch_names, *names}),
+            default=None,
         )
         at = len(out) if last is None else last + 1
         while at == len(out) and out and not out[-1].strip():

@@ -75,7 +75,8 @@ def set_pins(array: Any, pins: dict[str, str], *, keep_markers: bool = True) -> 
         if name in done:
             continue
         done.add(name)
-        marker = text.split(";", 1)[1].strip() if ";" in text and keep_markers else ""
+        keep = keep_markers and ";" not in pins[name]  # a pin with its own marker replaces the old one
+        marker = text.split(";", 1)[1].strip() if ";" in text and keep else ""
         new.append(f"{pins[name]}; {marker}" if marker else pins[name])
     new += [pin for name, pin in pins.items() if name not in done]
     if not len(array) and new:
@@ -89,10 +90,21 @@ def _entry(fields: dict[str, str]) -> Any:
     return table
 
 
+def _extension_indexes(want: Want) -> list[tuple[str, str, bool]]:
+    """(name, URL, flat) of the indexes and find-links pages the extensions' wheels come from."""
+    out: dict[str, tuple[str, str, bool]] = {}
+    for pick, source in want.extensions():
+        if pick.where in ("index", "find-links") and pick.index and pick.index != source.index_url:
+            name = f"{pick.name}-{source.variant}"
+            out.setdefault(name, (name, pick.index, pick.where == "find-links"))
+    return list(out.values())
+
+
 def _set_indexes(doc: Any, want: Want, referenced: set[str]) -> bool:
     uv = _table(_table(doc, "tool"), "uv")
-    wanted = want.indexed()
-    names = {s.index_name for s in wanted}
+    wanted = [(str(s.index_name), str(s.index_url), s.flat) for s in want.indexed()]
+    wanted += _extension_indexes(want)
+    names = {name for name, _, _ in wanted}
     if "index" not in uv:
         if not wanted:
             return False
@@ -105,11 +117,11 @@ def _set_indexes(doc: Any, want: Want, referenced: set[str]) -> bool:
         if name not in names and name not in referenced and variant_of_url(url) and entry.get("explicit"):
             del indexes[i]
             changed = True
-    for source in wanted:
-        fields: dict[str, Any] = {"name": source.index_name, "url": source.index_url, "explicit": True}
-        if source.flat:
+    for index_name, url, flat in wanted:
+        fields: dict[str, Any] = {"name": index_name, "url": url, "explicit": True}
+        if flat:
             fields["format"] = "flat"
-        entry = next((e for e in indexes if e.get("name") == source.index_name), None)
+        entry = next((e for e in indexes if e.get("name") == index_name), None)
         if entry is None:
             table = _tomlkit().table()
             table.update(fields)
@@ -133,6 +145,23 @@ def _sources_of(want: Want, pairs: list[tuple[dict[str, str], Source]]) -> list[
     ]
 
 
+def _extension_sources(want: Want, name: str) -> list[dict[str, str]]:
+    """uv's sources of one extension: its wheel's URL, or the index it comes from, per platform."""
+    several = len(want.sources) > 1
+    out = []
+    for pick, source in want.extensions():
+        if pick.name != name:
+            continue
+        marker = {"marker": source.marker} if several and source.marker else {}
+        if pick.where == "url" and pick.url:
+            out.append({"url": pick.url, **marker})
+        elif pick.where in ("index", "find-links") and pick.index and pick.index != source.index_url:
+            out.append({"index": f"{pick.name}-{source.variant}", **marker})
+        elif source.index_name is not None and pick.where == "index":
+            out.append({"index": source.index_name, **marker})
+    return out
+
+
 def _set_sources(doc: Any, want: Want) -> tuple[bool, set[str]]:
     """[tool.uv.sources] for the torch packages; also the index names other packages' sources use."""
     uv = _table(_table(doc, "tool"), "uv")
@@ -140,23 +169,25 @@ def _set_sources(doc: Any, want: Want) -> tuple[bool, set[str]]:
         pairs = [({"extra": extra}, s) for extra, s in want.extras]
     else:
         pairs = [({}, s) for s in want.sources]
-    wanted = _sources_of(want, pairs)
+    wanted_of = {name: _sources_of(want, pairs) for name in want.packages}
+    for name in want.extension_names():
+        wanted_of[name] = _extension_sources(want, name)
     sources = uv.get("sources")
     referenced = {
         str(e.get("index"))
         for name, value in (sources or {}).items()
-        if name not in TORCH_PACKAGES
+        if name not in wanted_of
         for e in (value if isinstance(unwrap(value), list) else [value])
         if hasattr(e, "get") and e.get("index")
     }
     made = False
     if sources is None:
-        if not wanted:
+        if not any(wanted_of.values()):
             return False, referenced
         sources = uv["sources"] = _tomlkit().table()
         made = True
     changed = False
-    for name in want.packages:
+    for name, wanted in wanted_of.items():
         current = unwrap(sources.get(name))
         if not wanted:
             if current is not None:
@@ -210,6 +241,20 @@ def _set_extras(doc: Any, want: Want) -> bool:
     return changed
 
 
+def _extension_pins(want: Want) -> dict[str, str]:
+    """``name==version`` of each extension, with the marker of the platforms that have it where
+    not all of them do (a macOS CPU plan has no flash-attn)."""
+    picks = want.extensions()
+    out = {}
+    for name in want.extension_names():
+        mine = [(p, s) for p, s in picks if p.name == name]
+        pin = f"{name}=={mine[0][0].version}"
+        if len(mine) < len(want.sources):
+            pin += "; " + " or ".join(f"({s.marker})" if " or " in s.marker else s.marker for _, s in mine)
+        out[name] = pin
+    return out
+
+
 def apply(path: Path, text: str, want: Want) -> str:
     doc = parse_document(path, text)
     project = doc.get("project")
@@ -222,6 +267,7 @@ def apply(path: Path, text: str, want: Want) -> str:
         if "dependencies" not in project:
             project["dependencies"] = _tomlkit().array()
         pins = {n: want.pin(n, want.sources[0], local=False) for n in want.packages}
+        pins.update(_extension_pins(want))
         changed |= set_pins(project["dependencies"], pins)
     sources_changed, referenced = _set_sources(doc, want)
     changed |= sources_changed

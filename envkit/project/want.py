@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from envkit.mirrors.choose import Mirror
+    from envkit.resolve.extensions import ExtensionPick
 
 __all__ = ["COMPANIONS", "TORCH_PACKAGES", "Source", "Want", "make_want", "platform_marker"]
 
@@ -123,6 +124,26 @@ class Want:
     @property
     def torch(self) -> str:
         return self.versions["torch"]
+
+    def extensions(self) -> list[tuple[ExtensionPick, Source]]:
+        """The extensions (``--with``) each source's plan installs, with that source. A source build
+        is not something a manifest can say (it needs --no-build-isolation and a toolkit): refused."""
+        out = []
+        for source in self.sources:
+            for pick in source.plan.extensions:
+                if pick.build is not None or pick.where in ("build", "sdist"):
+                    raise InputError(
+                        f"--with {pick.name}: {pick.name} {pick.version} has no wheel for torch "
+                        f"{source.plan.candidate} on {', '.join(source.platforms)}; envkit add writes "
+                        "no source builds into a manifest",
+                        hint="choose a --torch or --cuda it has a wheel for (envkit resolve --with NAME "
+                        "--explain), or build it with envkit create --allow-build",
+                    )
+                out.append((pick, source))
+        return out
+
+    def extension_names(self) -> list[str]:
+        return list(dict.fromkeys(p.name for p, _ in self.extensions()))
 
     def pin(self, name: str, source: Source, *, local: bool = True) -> str:
         """``torch==2.14.1+cu126`` (``local`` and the source allows it), else ``name==version``:

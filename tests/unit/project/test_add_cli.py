@@ -119,5 +119,5 @@ def test_no_manifest_and_other_packages_are_exit_2(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text("torch\n", encoding="utf-8")
     assert_input_error(envkit("add", "numpy", "--project", str(tmp_path), *H100), "numpy")
     assert_input_error(
-        envkit("add", "torch", "--with", "flash-attn", "--project", str(tmp_path), *H100), "--with"
+        envkit("add", "torch", "--with", "flash-atn", "--project", str(tmp_path), *H100), "flash-atn"
     )

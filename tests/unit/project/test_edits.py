@@ -295,3 +295,26 @@ def test_a_manifest_that_does_not_parse_is_an_input_error(
 ) -> None:
     with pytest.raises(InputError, match=name):
         kind.apply(tmp_path / name, text, want_for())  # type: ignore[attr-defined]
+
+
+def test_with_an_extension_its_wheel_goes_beside_torch(tmp_path: Path) -> None:
+    """--with flash-attn (issue 23's resolver): torch 2.8.0, the newest with a flash-attn wheel for
+    cu12 on Linux, and that wheel's URL; macOS (no wheel) gets torch alone, the marker says so."""
+    from envkit.commands.add import plan_platforms
+    from envkit.project.want import make_want
+    from envkit.resolve.plan import PlanFlags
+    from envkit.system import System
+
+    flags = PlanFlags(driver="550.54.15", gpus=("H100",), python="3.11", extensions=("flash-attn",))
+    plans = plan_platforms(System(), flags, ("linux-x86_64", "macos-arm64"))
+    want = make_want(plans, ["torch"], command="")
+    out = edited(requirements, tmp_path / "requirements.txt", "numpy\ntorch\n", want)
+    wheel = "flash_attn-2.8.3.post1+cu12torch2.8cxx11abiTRUE-cp311-cp311-linux_x86_64.whl"
+    assert "torch==2.8.0+cu126 ; sys_platform == 'linux'\ntorch==2.8.0 ; sys_platform == 'darwin'\n" in out
+    assert (
+        f"flash-attn @ https://github.com/Dao-AILab/flash-attention/releases/download/v2.8.3.post1/{wheel} ; sys_platform == 'linux'\n"
+        in out
+    )
+    data = tomllib.loads(edited(uv, tmp_path / "pyproject.toml", UV_INIT, want))
+    assert "flash-attn==2.8.3.post1; sys_platform == 'linux'" in data["project"]["dependencies"]
+    assert data["tool"]["uv"]["sources"]["flash-attn"][0]["url"].endswith(wheel)
