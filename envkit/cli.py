@@ -658,7 +658,8 @@ def verify(
             "--checks",
             metavar="CHECKS",
             autocompletion=_complete_verify_checks,
-            help="Comma list of device, compile, amp, dist, perf (default: all but perf).",
+            help="Comma list of device, compile, amp, dist, perf, extensions (default: all but perf; "
+            "extensions where one is installed).",
         ),
     ] = None,
     python: Annotated[
@@ -802,7 +803,7 @@ def preflight(
             "--verify",
             metavar="CHECKS",
             autocompletion=_complete_verify_checks,
-            help="Also run these verify checks: device,compile,amp,dist,perf.",
+            help="Also run these verify checks: device,compile,amp,dist,perf,extensions.",
         ),
     ] = None,
     python: Annotated[

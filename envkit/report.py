@@ -101,6 +101,7 @@ CAUSE_RANK: Final[tuple[str, ...]] = (
     "torch.cuda_libs",  # CUDA libraries on LD_LIBRARY_PATH shadowing the wheel's
     "torch.companions",  # torchvision/torchaudio/triton made for another torch
     "torch.extension_load",  # a compiled extension that does not load (an error text says so)
+    "torch.extensions",  # flash-attn, xformers, vllm, … made for another torch, CUDA or GPU
     "torch.compile_toolchain",  # torch.compile's compiler, Python.h, libcuda.so
     "gpu.memory",  # out of memory, and whose memory it was (an error text's figures)
     "nccl.failure",  # an NCCL error in the text, with NCCL's reason

@@ -24,6 +24,7 @@ from envkit.checks.container import (
 from envkit.checks.cuda_available import check_torch_cuda_available
 from envkit.checks.driver import check_driver_loaded
 from envkit.checks.extension_load import check_extension_load
+from envkit.checks.extensions import check_extensions
 from envkit.checks.gpu import check_gpu_health, check_gpu_mig
 from envkit.checks.memory import check_gpu_memory
 from envkit.checks.nccl import check_nccl_env
@@ -54,6 +55,7 @@ CHECKS: Final[dict[str, Check]] = {
     "torch.duplicates": check_torch_duplicates,
     "torch.cuda_libs": check_torch_cuda_libs,
     "torch.companions": check_torch_companions,
+    "torch.extensions": check_extensions,
     "torch.extension_load": check_extension_load,
     "torch.compile_toolchain": check_compile_toolchain,
     "torch.cuda_available": check_torch_cuda_available,

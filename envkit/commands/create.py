@@ -162,7 +162,8 @@ def run(
         from envkit.verify import verify as run_verify
 
         shown.verifying()
-        return run_verify(system, python=str(python), checks=CREATE_CHECKS)
+        checks = (*CREATE_CHECKS, "extensions") if install.plan.extensions else CREATE_CHECKS
+        return run_verify(system, python=str(python), checks=checks)
 
     report = execute(
         system,

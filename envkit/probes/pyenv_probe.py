@@ -33,6 +33,16 @@ INTERESTING = (
     "xformers",
     "flash-attn",
     "deepspeed",
+    # the stack above torch envkit knows (envkit/knowledge/extensions): some name no torch in
+    # their metadata (torchao, PyG's packages, apex), so they are listed here
+    "vllm",
+    "bitsandbytes",
+    "torchao",
+    "apex",
+    "torch-scatter",
+    "torch-sparse",
+    "torch-cluster",
+    "pyg-lib",
     "accelerate",
     "lightning",
     "pytorch-lightning",

@@ -175,6 +175,14 @@ def _arch_list(gpus: tuple[GpuTarget, ...], *, packed: bool = False) -> str:
     return ";".join(f"{c.major}{c.minor}" if packed else str(c) for c in ccs)
 
 
+def pick_one(
+    request: ExtensionRequest, build: TorchBuild, gpus: tuple[GpuTarget, ...], allow_build: bool = False
+) -> tuple[Optional[ExtensionPick], str]:
+    """(the pick, "") or (None, why none) for one torch build: what ``resolve --with`` takes for it
+    (doctor's fix for an installed torch uses it too)."""
+    return _pick(request, build, gpus, allow_build)
+
+
 @functools.lru_cache(maxsize=4096)
 def _pick(
     request: ExtensionRequest, build: TorchBuild, gpus: tuple[GpuTarget, ...], allow_build: bool

@@ -22,7 +22,7 @@ from envkit.detect.host import host_identity
 from envkit.errors import InputError
 from envkit.progress import NO_PROGRESS
 from envkit.report import Report
-from envkit.verify.interpret import interpret
+from envkit.verify.interpret import interpret, interpret_missing_extensions
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -48,7 +48,14 @@ __all__ = [
 ]
 
 # Seconds each check may take at most (the whole run is also bounded by --timeout).
-CHECK_TIMEOUTS: Final = {"device": 120.0, "compile": 420.0, "amp": 180.0, "dist": 180.0, "perf": 300.0}
+CHECK_TIMEOUTS: Final = {
+    "device": 120.0,
+    "compile": 420.0,
+    "amp": 180.0,
+    "dist": 180.0,
+    "perf": 300.0,
+    "extensions": 180.0,
+}
 ALL_CHECKS: Final = tuple(CHECK_TIMEOUTS)
 DEFAULT_CHECKS: Final = ("device", "compile", "amp", "dist")
 DEFAULT_TIMEOUT_S: Final = 600.0
@@ -109,6 +116,20 @@ def compile_devices(facts: Facts, requested: Optional[Sequence[str]] = None) -> 
     return ("cuda",) if gpu else ("cpu",)
 
 
+def installed_extensions(facts: Facts) -> list[dict[str, Any]]:
+    """The extensions envkit knows among the inspected environment's distributions, each with its
+    module and the smoke kernel the probe runs for it (envkit/knowledge/extensions/*.toml)."""
+    from envkit.knowledge.extensions import load_extensions
+
+    known = load_extensions()
+    found: list[dict[str, Any]] = []
+    for dist in facts.torch.distributions:
+        ext = known.get(dist.name)
+        if ext is not None and dist.name not in {f["name"] for f in found}:
+            found.append({"name": ext.name, "module": ext.module, "kernel": ext.kernel})
+    return found
+
+
 def run_probes(
     system: System,
     python: str,
@@ -158,6 +179,7 @@ def probe_specs(
         # The probe gives up on missing ranks before it is killed, so it can name them.
         "dist": {"timeout_s": max(5.0, system.timeout(CHECK_TIMEOUTS["dist"]) - 10.0)},
         "perf": {},
+        "extensions": {"extensions": installed_extensions(facts)},
     }
     return [
         ProbeSpec(
@@ -188,6 +210,8 @@ def verify(
     facts = detect_for_plan(system, interp)
     # Which host ran it, so a fleet of verify reports has a majority to compare with.
     facts = dataclasses.replace(facts, host=host_identity(system))
+    if tuple(checks) == DEFAULT_CHECKS and installed_extensions(facts):
+        checks = (*checks, "extensions")  # the stack above torch is verified where it is installed
     results = run_verify_checks(system, interp.path, facts, checks, progress=progress, compile_on=compile_on)
     return Report.new(facts, results, duration_s=round(time.monotonic() - start, 3))
 
@@ -209,6 +233,9 @@ def run_verify_checks(
         landed[check] = interpret(check, outcome, facts)
         progress.landed(landed[check])
 
+    if "extensions" in checks and not installed_extensions(facts):
+        landed["extensions"] = interpret_missing_extensions(facts)
+        checks = [c for c in checks if c != "extensions"]
     with tempfile.TemporaryDirectory(prefix="envkit-verify-") as cache_dir:
         specs = probe_specs(system, facts, checks, cache_dir, devices=compile_on)
         for batch in ([s for s in specs if s.check not in ALONE], [s for s in specs if s.check in ALONE]):
@@ -217,4 +244,5 @@ def run_verify_checks(
                 progress.running([f"verify.{s.check}" for s in batch])
                 run_probes(system, python, batch, on_done=done)
     # A probe that did not answer by the deadline never called ``done``: interpreted as missing.
-    return [landed.get(spec.check) or interpret(spec.check, None, facts) for spec in specs]
+    results = [landed.get(spec.check) or interpret(spec.check, None, facts) for spec in specs]
+    return results + ([landed["extensions"]] if "extensions" in landed and "extensions" not in checks else [])

@@ -89,6 +89,13 @@ def _fix(check: str, kind: Optional[str], facts: Facts) -> str:
         return DIST_FIXES.get(kind, DIST_FIXES["dist"])
     if check == "amp":
         return "check gpu.health (`envkit doctor`); a loss that diverges only under autocast is a bug"
+    if check == "extensions":
+        from envkit.checks.extensions import extension_fixes
+
+        return (
+            "\n".join(extension_fixes(facts))
+            or "run `envkit doctor` (torch.extensions says what each was built for)"
+        )
     return "see the detail"
 
 
@@ -166,6 +173,15 @@ def _no_torch(cid: str, detail: str, facts: Facts) -> CheckResult:
     where = f"{python.executable} ({python.selected_by})" if python else "the inspected interpreter"
     return CheckResult(
         cid, Status.FAIL, f"torch is not installed in {where}", detail=detail, fix=plan_fix(facts)
+    )
+
+
+def interpret_missing_extensions(facts: Facts) -> CheckResult:
+    """verify.extensions where no extension envkit knows is installed: nothing to verify."""
+    return CheckResult(
+        "verify.extensions",
+        Status.SKIP,
+        "no extension envkit knows (flash-attn, xformers, vllm, bitsandbytes, …) is installed here",
     )
 
 

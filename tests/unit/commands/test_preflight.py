@@ -304,7 +304,7 @@ def test_cli_unknown_verify_check_is_exit_2() -> None:
     proc = envkit_in_process("preflight", "--verify", "device,compiel")
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[0] == (
-        "envkit: --verify 'device,compiel': unknown compiel; choose from device, compile, amp, dist, perf"
+        "envkit: --verify 'device,compiel': unknown compiel; choose from device, compile, amp, dist, perf, extensions"
     )
 
 
