@@ -9,12 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Final
 
 from envkit.checks.companions import check_torch_companions
-from envkit.checks.compat import (
-    check_cpu_build_on_gpu,
-    check_driver_support,
-    check_gpu_arch,
-    check_torch_driver_compat,
-)
+from envkit.checks.compat import check_cpu_build_on_gpu, check_gpu_arch, check_torch_driver_compat
 from envkit.checks.compile_toolchain import check_compile_toolchain
 from envkit.checks.container import (
     check_container_capabilities,
@@ -23,6 +18,7 @@ from envkit.checks.container import (
 )
 from envkit.checks.cuda_available import check_torch_cuda_available
 from envkit.checks.driver import check_driver_loaded
+from envkit.checks.driver_support import check_driver_support
 from envkit.checks.extension_load import check_extension_load
 from envkit.checks.extensions import check_extensions
 from envkit.checks.gpu import check_gpu_health, check_gpu_mig

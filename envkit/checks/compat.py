@@ -7,8 +7,7 @@ driver against the GPUs and the torch releases. Every fix is the resolver's plan
 - torch.gpu_arch: "sm_120 is not compatible with the current PyTorch installation" / "no kernel
   image is available for execution on the device" (pytorch/pytorch#150733; ComfyUI#16438).
 - torch.cpu_build_on_gpu: the CPU-only wheel installed by accident on a GPU machine (torchchat#587).
-- driver.support: a driver branch that dropped the GPU (R580 is the last for Maxwell/Pascal/Volta),
-  one too old for the GPU (Blackwell needs R570), or too old for current torch releases.
+- driver.support is envkit.checks.driver_support's.
 """
 
 from __future__ import annotations
@@ -16,29 +15,21 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Final, Optional
 
-from packaging.specifiers import SpecifierSet
-
-from envkit.checks._common import (
-    fix_lines,
-    headline,
-    join_lines,
-    outranked_by_evidence,
-    pip_command,
-    torch_absent,
-)
+from envkit.checks._common import headline, join_lines, outranked_by_evidence, pip_command, torch_absent
 from envkit.errors import NoBuildError
-from envkit.knowledge import Knowledge, Release, load_knowledge
+from envkit.knowledge import Knowledge, load_knowledge
 from envkit.report import CheckResult, Status
 from envkit.resolve import Channel, CudaKind, CudaRequest, Plan, Request, resolve, rules
 from envkit.resolve.target import GpuTarget, Target, is_jetson, target_from_facts, visible_gpu_targets
 from envkit.versions import NvVersion
 
 if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
+
     from envkit.facts import Facts
 
 __all__ = [
     "check_cpu_build_on_gpu",
-    "check_driver_support",
     "check_gpu_arch",
     "check_torch_driver_compat",
     "plan_fix",
@@ -93,11 +84,6 @@ def _way_out_lines(error: NoBuildError, facts: Facts, k: Knowledge, target: Targ
             pass
         lines.append(line if not lines else f"or {line}")
     return lines
-
-
-def _first_way_out(error: NoBuildError, facts: Facts, k: Knowledge) -> str:
-    lines = _way_out_lines(error, facts, k, target_from_facts(facts, k))
-    return lines[0] if lines else error.summary
 
 
 def plan_fix(facts: Facts, knowledge: Optional[Knowledge] = None) -> str:
@@ -216,13 +202,34 @@ def check_torch_driver_compat(facts: Facts) -> CheckResult:
             f"{label} needs driver ≥ {v.floor}; this is {driver}",
             detail=f"{why}; torch.cuda.is_available() is False and torch says 'The NVIDIA driver on "
             "your system is too old'",
-            fix=join_lines(plan_fix(facts, k), f"or upgrade the driver to ≥ {v.floor}"),
+            fix=join_lines(plan_fix(facts, k), *_driver_upgrade(facts, k, v)),
         )
         return outranked_by_evidence(result, facts)
     if v.status is rules.FloorStatus.MINOR_VERSION:
         return _minor_version(facts, k, v, label)
     cuda = f" (CUDA {facts.driver.cuda_version})" if facts.driver.cuda_version else ""
     return CheckResult(cid, Status.PASS, f"{label} runs on driver {driver}{cuda}")
+
+
+def _coverage(facts: Facts, k: Knowledge) -> list[rules.ArchVerdict]:
+    """The installed build's code for each visible GPU (rules.arch_coverage)."""
+    build = _build(facts, k)
+    return [rules.arch_coverage(build, gpu.cc) for _, gpu in _gpus(facts, k)]
+
+
+def _driver_upgrade(facts: Facts, k: Knowledge, floor: rules.FloorVerdict) -> list[str]:
+    """ "or upgrade the driver to ≥ X": the driver that runs the installed build without a warning
+    (rules.clean_driver), where that driver still drives every GPU here (R470 was the last for
+    Kepler: no upgrade helps there)."""
+    windows = _windows(facts, k)
+    driver = rules.clean_driver(k, floor.cuda, _coverage(facts, k), windows=windows) or floor.floor
+    if driver is None:
+        return []
+    for _, gpu in _gpus(facts, k):
+        branch = rules.gpu_driver_support(k, gpu.cc, driver, name=gpu.name, windows=windows)
+        if branch.status is rules.BranchStatus.DROPPED:
+            return []
+    return [f"or upgrade the driver to ≥ {driver}"]
 
 
 def _minor_version(facts: Facts, k: Knowledge, floor: rules.FloorVerdict, label: str) -> CheckResult:
@@ -463,105 +470,23 @@ def check_cpu_build_on_gpu(facts: Facts) -> CheckResult:
         return CheckResult(cid, Status.SKIP, "no usable NVIDIA GPU on the machine")
     if torch.cuda is not None or torch.hip:
         return CheckResult(cid, Status.PASS, f"torch {torch.version} is a GPU build")
+    k = load_knowledge()
+    try:
+        _plan(facts, k)
+    except NoBuildError as error:
+        # No CUDA build runs here as the machine is (its driver, its Python, its platform): the CPU
+        # build is no accident, and driver.support / `envkit resolve` name what stands in the way.
+        return CheckResult(
+            cid,
+            Status.PASS,
+            f"torch {torch.version} is a CPU build; no CUDA build fits this machine as it is",
+            detail=join_lines(error.summary, "driver.support and `envkit resolve` say what would change it"),
+        )
     return CheckResult(
         cid,
         Status.FAIL,
         f"torch {torch.version} is a CPU-only build on a machine with {len(usable)} NVIDIA GPU(s)",
         detail="torch.cuda.is_available() is False with this build ('Torch not compiled with CUDA "
         "enabled'); on Windows and macOS a plain `pip install torch` gets the CPU build",
-        fix=plan_fix(facts),
+        fix=plan_fix(facts, k),
     )
-
-
-def check_driver_support(facts: Facts) -> CheckResult:
-    # The branch rules and the release tables say what cannot work in general; where CUDA is seen
-    # working here, their failure is a warning naming the disagreement.
-    return outranked_by_evidence(_driver_support(facts), facts)
-
-
-def _driver_support(facts: Facts) -> CheckResult:
-    cid = "driver.support"
-    driver = facts.driver.version
-    if driver is None:
-        return CheckResult(cid, Status.SKIP, "no NVIDIA driver")
-    if is_jetson(driver):
-        return CheckResult(cid, Status.SKIP, f"driver {driver} is a Jetson (L4T) release; not checked")
-    k = load_knowledge()
-    windows = _windows(facts, k)
-    fails: list[str] = []
-    fixes: list[str] = []
-    unknown: list[str] = []
-    for label, gpu in _gpus(facts, k):
-        v = rules.gpu_driver_support(k, gpu.cc, driver, name=gpu.name, windows=windows)
-        if v.status is rules.BranchStatus.DROPPED:
-            fails.append(
-                f"driver {driver} (R{v.branch}) does not support {label}: "
-                f"R{v.last_branch} is the last branch for {v.what}"
-            )
-            fixes.append(f"install a driver from the R{v.last_branch} branch")
-        elif v.status is rules.BranchStatus.TOO_OLD:
-            fails.append(f"{label} needs driver R{v.first_branch} or newer ({v.what}); this is {driver}")
-            fixes.append(f"upgrade the driver to the R{v.first_branch} branch or newer")
-        elif v.status is rules.BranchStatus.UNKNOWN:
-            unknown.append(label)
-    if fails:
-        return CheckResult(
-            cid,
-            Status.FAIL,
-            fails[0],
-            detail=join_lines(*fails),
-            fix=fix_lines(fixes),
-        )
-    # The resolver answers both questions, so the fixes name the driver this GPU and this
-    # platform need (an RTX 5090 needs a CUDA 12.8+ wheel, not just any CUDA 12 one).
-    current = _current_releases(k)
-    first, last = current[-1].torch, current[0].torch
-    span = f"{first.major}.{first.minor}–{last.major}.{last.minor}"
-    try:
-        plan = _plan(facts, k)
-    except NoBuildError as error:
-        return CheckResult(
-            cid,
-            Status.FAIL,
-            f"driver {driver} runs no torch release envkit knows (≥ {k.releases[-1].torch}) on these GPUs",
-            detail=error.message,
-            fix=_first_way_out(error, facts, k),
-        )
-    try:
-        _plan(facts, k, SpecifierSet(f">={first}"))
-    except NoBuildError as error:
-        return CheckResult(
-            cid,
-            Status.WARN,
-            f"driver {driver} is too old for every current torch release ({span}); "
-            f"the newest it runs is {plan.candidate}",
-            fix=_first_way_out(error, facts, k),
-        )
-    note = ""
-    if plan.torch < k.releases[0].torch:
-        note = f"the newest torch it runs is {plan.candidate}"
-    if unknown:
-        return CheckResult(
-            cid,
-            Status.SKIP,
-            f"envkit has no driver-branch data that says whether driver {driver} drives {unknown[0]}",
-            detail=join_lines(
-                *(f"{label}: no [[arch_min_driver]] / [[deprecation]] row decides it" for label in unknown),
-                f"it runs current torch ({span})",
-                note,
-            ),
-        )
-    return CheckResult(
-        cid, Status.PASS, f"driver {driver} supports every GPU and runs current torch ({span})", detail=note
-    )
-
-
-def _current_releases(k: Knowledge) -> list[Release]:
-    """The releases of the newest three torch minors: what "current" means in these checks."""
-    minors: list[tuple[int, int]] = []
-    for release in k.releases:
-        minor = (release.torch.major, release.torch.minor)
-        if minor not in minors:
-            minors.append(minor)
-    keep = set(minors[:3])
-    return [r for r in k.releases if (r.torch.major, r.torch.minor) in keep]

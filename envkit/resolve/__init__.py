@@ -298,7 +298,9 @@ class _Evaluator:
             return [("driver", f"envkit does not know the driver CUDA {cuda} needs")], None, None, None
         if v.status is rules.BuildStatus.TOO_OLD:
             failure = ("driver", f"driver {driver} < {floor.floor} needed by {floor.family}")
-            return [failure], None, floor.floor, None
+            # The way out names the driver that runs it without a warning (rules.clean_driver).
+            clean = rules.clean_driver(self.k, cuda, coverage, windows=self.windows)
+            return [failure], None, clean or floor.floor, None
         own = floor.toolkit_driver
         gap = f"driver {driver} is older than {own}, the driver CUDA {cuda} shipped with"
         if v.status is rules.BuildStatus.PTX_JIT:
@@ -354,8 +356,8 @@ def _rank(candidates: list[_Candidate]) -> _Candidate:
 # The answer depends on the knowledge, the target and the request alone, and the same questions
 # come again and again: doctor's checks ask twice per report, and a fleet of reports from another
 # envkit version has its checks run again on every node, nodes that share driver, GPUs and
-# platform. Bounded; the knowledge object is held so that its id is not reused. The reprs are in
-# the key because equal is not the same text: Version("550.54") == Version("550.54.0") and
+# platform. Bounded, oldest first out; the knowledge object is held so that its id is not reused.
+# The reprs are in the key because equal is not the same text: Version("550.54") == Version("550.54.0") and
 # SpecifierSet("==1.0") == SpecifierSet("==1.0.0"), while the plan and the error quote their text.
 _ANSWERS: dict[tuple[int, Target, Request, str, str], tuple[Knowledge, Union[Plan, NoBuildError]]] = {}
 _ANSWERS_MAX: Final = 512
@@ -385,8 +387,12 @@ def _remembered(k: Knowledge, target: Target, request: Request) -> Plan:
             answer: Union[Plan, NoBuildError] = _resolve(k, target, request)
         except NoBuildError as error:
             answer = error.with_traceback(None)
-        if len(_ANSWERS) < _ANSWERS_MAX:
-            _ANSWERS[key] = (k, answer)
+        if len(_ANSWERS) >= _ANSWERS_MAX:
+            # The oldest question goes (dicts keep insertion order): a long run (a fleet, the
+            # property tests, driver.support's search for the driver that fixes it) keeps the
+            # questions of its present, not only the first 512 it asked.
+            del _ANSWERS[next(iter(_ANSWERS))]
+        _ANSWERS[key] = (k, answer)
     else:
         answer = found[1]
     if isinstance(answer, NoBuildError):

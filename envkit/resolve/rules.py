@@ -48,6 +48,7 @@ __all__ = [
     "arch_coverage",
     "build_arches",
     "build_on_driver",
+    "clean_driver",
     "conda_forge_dependencies",
     "driver_branch",
     "driver_floor",
@@ -428,6 +429,20 @@ def build_on_driver(
     if not coverage or any(v.runs is None for v in coverage):
         return BuildVerdict(floor, BuildStatus.UNCHECKED)
     return BuildVerdict(floor, BuildStatus.MINOR_VERSION)
+
+
+def clean_driver(
+    k: Knowledge, cuda: Version, coverage: Sequence[ArchVerdict], *, windows: bool = False
+) -> Optional[NvVersion]:
+    """The oldest driver with which a build of CUDA ``cuda`` is clean on these GPUs: the floor where
+    minor-version compatibility runs it in full, else the toolkit's own driver. What a fix that
+    upgrades the driver names, so that it leads to no further warning."""
+    need = driver_floor(k, cuda, windows=windows)
+    if need.floor is None:
+        return need.toolkit_driver
+    if build_on_driver(k, cuda, need.floor, coverage, windows=windows).clean:
+        return need.floor
+    return need.toolkit_driver or need.floor
 
 
 # -- 5. conda-forge's lines for a build ---------------------------------------------------------------

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from envkit.checks.compat import check_driver_support, check_gpu_arch, check_torch_driver_compat
+from envkit.checks.compat import check_gpu_arch, check_torch_driver_compat
+from envkit.checks.driver_support import check_driver_support
 from envkit.errors import NoBuildError
 from envkit.facts import DriverFacts, Facts, GpuFacts, HostFacts, PythonFacts, TorchFacts
 from envkit.knowledge import load_knowledge
