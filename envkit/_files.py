@@ -27,7 +27,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
-from envkit.errors import InputError
+from envkit.errors import InputError, check_path
 
 __all__ = [
     "MAX_INPUT_BYTES",
@@ -412,6 +412,7 @@ def check_output(path: str, *, label: str, folder: bool = False) -> Path:
     path that cannot be written: a folder where a file is wanted (or a file where a folder is), a
     name too long, a parent that is a file, or a read-only place. Missing parents are fine: they
     are made when written."""
+    check_path(path, label, named=True)  # control characters, NAME_MAX, PATH_MAX: envkit.errors
     target = Path(path)
     try:
         if folder:

@@ -417,6 +417,8 @@ def _spawn(
             )
             return ProcResult(args, None, "", "", time.monotonic() - start, error=error)
         _LIVE[proc.pid] = proc
+        # Between the fork and this line a SIGKILL of envkit would leave this one child to itself:
+        # the window is the few instructions since Popen returned.
         _tell_lifeline(f"+{proc.pid}\n")
         if current is not None:
             current._pids.add(proc.pid)

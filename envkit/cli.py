@@ -156,14 +156,86 @@ def _command_args(ctx: Any) -> list[str]:
     return [*named, *ctx.args]
 
 
+# The kind of each option's value, by its metavar: envkit.errors' one check per kind runs on every
+# value of that kind before the command does (tests/unit/test_hostile_cli.py walks every command's
+# options and fails on a metavar missing here). Every other string value is checked for control
+# characters (check_text); versions, GPUs, drivers and CUDA requests have their parsers.
+def _check_mirror(value: str, label: str) -> str:
+    """``--mirror``: a URL (``KIND=URL`` too) is checked as one; NAME and ``auto`` have no spaces."""
+    from envkit.errors import check_text, check_url
+
+    url = value.split("=", 1)[1] if "=" in value.split("://", 1)[0] else value
+    return check_url(url.strip(), label) if "://" in url else check_text(value, label, spaces=False)
+
+
+def _value_checks() -> dict[str, Callable[[str, str], str]]:
+    from envkit.errors import check_name, check_path
+
+    path = check_path
+    return {
+        "PATH": path,
+        "FILE": path,
+        "DIR": path,
+        "TEMPLATE": path,  # a template's name, or its .toml path
+        "A.json": path,
+        "B.json": path,
+        "REPORT|FOLDER...": path,
+        "NAME": check_name,
+        "MIRROR": _check_mirror,
+    }
+
+
+# Files written after a verdict: preflight's verdict (and its exit 1 for a node to drain) comes first,
+# and a path that cannot be written is reported beside it (envkit._files.check_output runs the
+# same path check then).
+_CHECKED_WHEN_WRITTEN = frozenset({"--junit", "--metrics", "--nfd-labels"})
+
+
+def _check_values(command: Any, params: dict[str, Any]) -> None:
+    """Every value the command line gave ``command``, checked by its kind (``_value_checks``)."""
+    from envkit.errors import check_text
+
+    checks = _value_checks()
+    for param in command.params:
+        if _CHECKED_WHEN_WRITTEN.intersection(param.opts):
+            continue
+        value = params.get(param.name)
+        values = value if isinstance(value, (list, tuple)) else [value]
+        label = max(param.opts, key=len) if param.param_type_name == "option" else str(param.metavar)
+        check = checks.get(param.metavar or "", check_text)
+        for item in values:
+            if isinstance(item, str) and not (item == "-" and check is checks["PATH"]):  # stdin
+                check(item, label)
+
+
+def _checked_context(base: type) -> type:
+    """A click Context class whose ``invoke`` of the command's own callback checks its values first."""
+
+    class Checked(base):  # type: ignore[misc]
+        def invoke(self, callback: Any, /, *args: Any, **kwargs: Any) -> Any:
+            if callback is self.command.callback:
+                _check_values(self.command, kwargs)
+            return super().invoke(callback, *args, **kwargs)
+
+    Checked._envkit_checked = True
+    return Checked
+
+
 class _Guarded(TyperGroup):
-    """The app's command group: every command (one added tomorrow too) runs inside _guarded."""
+    """The app's command group: every command (one added tomorrow too) runs inside _guarded, and
+    its values are checked by kind before it runs (_check_values)."""
 
     def invoke(self, ctx: Any) -> Any:
         args = _command_args(ctx)
         options = args[: args.index("--")] if "--" in args else args
         call = functools.partial(super().invoke, ctx)
         raise typer.Exit(_guarded(call, command=args[0] if args else "", json_out="--json" in options))
+
+    def resolve_command(self, ctx: Any, args: Any) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None and not getattr(command.context_class, "_envkit_checked", False):
+            command.context_class = _checked_context(command.context_class)
+        return name, command, rest
 
 
 # Real invocations for each command's --help; the README shows the same ones under each command

@@ -1,4 +1,5 @@
-"""Every error envkit raises on purpose, and the exit codes of the command line.
+"""Every error envkit raises on purpose, the exit codes of the command line, and the checks that
+make a value given to envkit an InputError (one per kind of value: a name, a path, a URL).
 
 The codes are a contract; ``EXIT_CODES`` below is their one description: ``envkit --help`` is built
 from it and a test holds the README's "Exit codes" table to it. Each error class declares the code it
@@ -10,6 +11,9 @@ These classes only carry the code; the command line (envkit/cli.py) turns them i
 
 from __future__ import annotations
 
+import re
+import unicodedata
+import urllib.parse
 from dataclasses import dataclass
 from typing import ClassVar, Final, Optional
 
@@ -34,6 +38,10 @@ __all__ = [
     "NoBuildError",
     "RejectedBuild",
     "WayOut",
+    "check_name",
+    "check_path",
+    "check_text",
+    "check_url",
 ]
 
 EXIT_OK: Final = 0
@@ -199,3 +207,94 @@ class KnowledgeError(EnvkitError):
     the user gives), so a bad row is envkit's bug: an internal error, with the crash log."""
 
     exit_code: ClassVar[int] = EXIT_INTERNAL
+
+
+# ---- values at the edge: one check per kind, used by every flag of that kind (envkit.cli) -------
+#
+# Versions, specifiers, GPUs and drivers have their parsers (envkit.versions, envkit.resolve);
+# these are the kinds a parser does not cover. A value that reaches a file or a command line with a
+# newline in it writes lines of its own (`--mirror "URL<newline>--extra-index-url http://elsewhere"`
+# added an index to requirements.txt); one longer than the file system takes failed deep inside as
+# an internal error.
+
+# The longest name envkit takes: it becomes folder names with envkit's side files beside them
+# (``.NAME.envkit-trash-1700000000``), and a file name holds at most NAME_MAX (255) bytes.
+MAX_NAME_CHARS: Final = 200
+NAME_MAX: Final = 255  # bytes in one path component (Linux, macOS, the BSDs: limits.h NAME_MAX)
+PATH_MAX: Final = 4096  # bytes in a whole path (Linux's PATH_MAX; macOS's is 1024, found by the OS)
+_NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\Z")
+
+
+def _shown(value: str) -> str:
+    """``value`` for a message, at most 120 characters: as it is, or its repr where it holds control
+    characters (escaped, so that a message never obeys them)."""
+    text = repr(value) if _control(value) is not None else value
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def _control(value: str) -> Optional[str]:
+    """The first control or invisible formatting character in ``value`` (Unicode Cc and Cf:
+    newline, ESC, NUL, the bidi overrides), or None."""
+    return next((c for c in value if unicodedata.category(c) in ("Cc", "Cf")), None)
+
+
+def check_text(value: str, label: str, *, spaces: bool = True) -> str:
+    """Any value given to envkit: no control characters (a newline, ESC, NUL, a bidi override),
+    and with ``spaces=False`` no whitespace either. Returns ``value``; InputError naming ``label``
+    (``--mirror``) otherwise."""
+    bad = _control(value)
+    if bad is not None:
+        raise InputError(
+            f"{label} {_shown(value)}: holds the control character {bad!r}; not a value envkit takes"
+        )
+    if not spaces and any(c.isspace() for c in value):
+        raise InputError(f"{label} {_shown(value)}: holds whitespace; not a value envkit takes")
+    return value
+
+
+def check_name(value: str, label: str = "environment name") -> str:
+    """A name (``create NAME``, ``--env``, ``spec --name``): letters, digits, ``.``, ``_`` and ``-``,
+    not starting with a dot, at most MAX_NAME_CHARS characters. Returns ``value``."""
+    if len(value) > MAX_NAME_CHARS:
+        raise InputError(
+            f"{label} {_shown(value)}: {len(value)} characters; a name has at most {MAX_NAME_CHARS}"
+        )
+    if not _NAME.match(value):
+        raise InputError(
+            f"{label} {_shown(value)}: use letters, digits, '.', '_' and '-', not starting with '.'",
+            hint="to name a place, pass a path (--prefix PATH)",
+        )
+    return value
+
+
+def check_path(value: str, label: str, *, named: bool = False) -> str:
+    """A path (``--from``, ``--output``, ``--prefix``, a template or report file): no control
+    characters, no part longer than NAME_MAX bytes and no more than PATH_MAX bytes in all (what
+    the file system would refuse with ENAMETOOLONG, said before anything is read or made).
+    ``named``: ``label`` shows the value already (``--junit out.xml``). Returns ``value``."""
+    where = label if named else f"{label} {_shown(value)}"
+    bad = _control(value)
+    if bad is not None:
+        raise InputError(f"{where}: holds the control character {bad!r}; not a path envkit takes")
+    raw = value.encode("utf-8", "surrogateescape")
+    if len(raw) > PATH_MAX:
+        raise InputError(f"{where}: {len(raw)} bytes; a path has at most {PATH_MAX}")
+    longest = max(raw.split(b"/"), key=len)
+    if len(longest) > NAME_MAX:
+        raise InputError(f"{where}: a part of it is {len(longest)} bytes; a file name has at most {NAME_MAX}")
+    return value
+
+
+def check_url(value: str, label: str) -> str:
+    """An index or channel URL (``--mirror URL``): http(s), a host, no whitespace and no control
+    characters anywhere (each would start a line or an argument of its own in a spec file or a
+    command). Returns ``value``."""
+    check_text(value, label, spaces=False)
+    parts = urllib.parse.urlsplit(value)
+    try:
+        host = parts.hostname
+    except ValueError:  # a malformed port or bracketed host
+        host = None
+    if parts.scheme not in ("http", "https") or not host:
+        raise InputError(f"{label} {redact(_shown(value))}: not an http(s) URL")
+    return value

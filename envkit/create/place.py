@@ -17,11 +17,11 @@ import contextlib
 import errno
 import fcntl
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Optional
 
+from envkit import errors
 from envkit.errors import InputError
 
 if TYPE_CHECKING:
@@ -42,16 +42,12 @@ __all__ = [
 ]
 
 MARKER: Final = Path("envkit") / "created.json"
-_NAME: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*\Z")
 
 
 def check_name(name: str) -> None:
-    """NAME: letters, digits and ``._-``, not starting with a dot; InputError otherwise."""
-    if not _NAME.match(name):
-        raise InputError(
-            f"environment name {name!r}: use letters, digits, '.', '_' and '-', not starting with '.'",
-            hint="to create it at a path, pass --prefix PATH",
-        )
+    """NAME: letters, digits and ``._-``, not starting with a dot, not too long (envkit.errors'
+    one check of a name); InputError otherwise."""
+    errors.check_name(name)
 
 
 def check_prefix(prefix: Path) -> None:

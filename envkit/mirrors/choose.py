@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from envkit._serial import to_jsonable
-from envkit.errors import InputError
+from envkit.errors import InputError, check_url
 from envkit.knowledge import is_variant
 from envkit.knowledge.mirrors import (
     KINDS,
@@ -305,9 +305,7 @@ def _host(url: str) -> Optional[str]:
 
 
 def _url_mirror(spec: str, variant: str, kind: MirrorKind) -> tuple[Mirror, str]:
-    parts = urllib.parse.urlsplit(spec)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InputError(f"--mirror {redact(spec)!r}: not an http(s) URL")
+    check_url(spec, "--mirror")  # a newline would add an index line of its own to requirements.txt
     base = spec.rstrip("/")
     if kind is MirrorKind.TORCH_WHEELS:
         last = base.rsplit("/", 1)[-1]

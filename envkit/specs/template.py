@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 import envkit
 from envkit._files import parse_toml, read_text
-from envkit.errors import InputError
+from envkit.errors import InputError, check_path
 from envkit.resolve import parse_torch_spec
 from envkit.resolve.extensions import parse_extensions
 from envkit.versions import Version
@@ -323,6 +323,7 @@ def _looks_like_path(text: str) -> bool:
 
 def load_template(name_or_path: str) -> Template:
     """A built-in template by name (``pt2``), or a user's template by path (``./my-env.toml``)."""
+    check_path(name_or_path, "template")  # a name past NAME_MAX made is_file() raise ENAMETOOLONG
     if _looks_like_path(name_or_path):
         path = Path(name_or_path).expanduser()
         if not path.is_file():

@@ -354,6 +354,9 @@ def test_children_die_with_envkit_even_on_sigkill(tmp_path: Path) -> None:
         assert envkit_like.poll() is None and time.monotonic() < deadline
         time.sleep(0.01)
     child, grandchild = (int(p) for p in pids.read_text().split())
+    # The child can run before envkit has told the lifeline its group (the few instructions after
+    # fork and exec return in envkit): a loaded machine may let that window pass first.
+    time.sleep(0.2)
     envkit_like.kill()  # SIGKILL: no finally, no atexit
     envkit_like.wait(timeout=10)
     deadline = time.monotonic() + 5
