@@ -272,6 +272,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "envkit preflight",
         "envkit preflight --expect node.toml --verify device,dist",
         "envkit preflight --json --junit preflight.xml --timeout 50",
+        "envkit preflight --every 5m --metrics /var/lib/node_exporter/textfile_collector/envkit.prom",
     ),
     "fleet": (
         "envkit fleet reports/",

@@ -62,6 +62,8 @@ fi
 : "${ENVKIT_ON_TIMEOUT:=drain}"  # no answer within TIMEOUT + GRACE: drain | ignore
 : "${ENVKIT_REASON_MAX:=100}"    # the longest drain reason, in characters
 : "${ENVKIT_REPORT:=}"           # if set, also keep the envkit.report/1 JSON in this file
+: "${ENVKIT_METRICS:=}"          # if set, envkit also writes Prometheus metrics there (a *.prom file
+                                 # in node_exporter's --collector.textfile.directory)
 : "${ENVKIT_LOGGER=logger}"      # syslog; empty (or not found) means stderr
 : "${ENVKIT_DRY_RUN:=0}"         # 1: decide and log, but change nothing in Slurm (for trying it by hand)
 : "${SCONTROL:=scontrol}"
@@ -128,6 +130,10 @@ trap cleanup EXIT
 
 read -r -a args <<<"$ENVKIT_ARGS"
 if [ -n "$ENVKIT_REPORT" ]; then args+=(--json); fi
+# envkit writes the metrics itself, whole or not at all (a temporary name, then a rename), after
+# each verdict. A run that gives none (a timeout, exit 2 or 70) leaves the previous file: its
+# envkit_run_timestamp_seconds goes stale, which the EnvkitStale alert watches.
+if [ -n "$ENVKIT_METRICS" ]; then args+=(--metrics "$ENVKIT_METRICS"); fi
 
 # `timeout` puts envkit in its own process group and signals the whole group, so envkit's probe
 # children die with it. It runs in the background because a process stuck in the kernel ignores

@@ -5,6 +5,7 @@ parse and carry the fields that make them safe (deadlines, GPU limits, restart p
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -545,6 +546,62 @@ def test_the_report_is_kept_whole_when_asked(node: Node) -> None:
     assert node.envkit_argv()[-1] == "--json"
     assert report.read_text() == '{"schema": "envkit.report/1"}\n'
     assert sorted(p.name for p in node.base.glob("preflight.json*")) == ["preflight.json"]
+
+
+def test_the_metrics_file_is_passed_to_envkit(node: Node) -> None:
+    metrics = node.base / "textfile" / "envkit.prom"
+    node.state("IDLE")
+    node.run(ENVKIT_METRICS=str(metrics), ENVKIT_ARGS="--expect /etc/envkit/node.toml")
+    assert node.envkit_argv() == [
+        "preflight",
+        "--timeout",
+        "30",
+        "--expect",
+        "/etc/envkit/node.toml",
+        "--metrics",
+        str(metrics),
+    ]
+
+
+def real_envkit(node: Node) -> None:
+    """``envkit`` on the node's PATH is the real one (this checkout, the test interpreter)."""
+    executable(node.bin / "envkit", f'#!/bin/sh\nexec "{sys.executable}" -m envkit "$@"\n')
+
+
+@pytest.mark.slow  # two real envkit runs (~1 s each)
+def test_the_real_envkit_writes_metrics_and_drains_and_resumes_as_nhc_does(node: Node) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from envkit.checks import CHECKS
+
+    real_envkit(node)
+    metrics = node.base / "textfile" / "envkit.prom"
+    impossible = node.base / "impossible.toml"
+    impossible.write_text("gpu_count = 4096\n", encoding="utf-8")
+    ignored = node.base / "ignored.toml"
+    ignored.write_text(f"ignore = {json.dumps(sorted(CHECKS))}\n", encoding="utf-8")
+
+    def healthy() -> float:
+        for family in text_string_to_metric_families(metrics.read_text(encoding="utf-8")):
+            if family.name == "envkit_healthy":
+                return float(family.samples[0].value)
+        raise AssertionError("no envkit_healthy")
+
+    node.state("IDLE")
+    out = node.run(ENVKIT_METRICS=str(metrics), ENVKIT_ARGS=f"--expect {impossible}")
+    assert out.rc == 1, out.stderr
+    (reason,) = out.reasons
+    assert reason == "envkit: expect.gpu_count: expected 4096, found 0"
+    assert healthy() == 0.0
+    # Drained by envkit: the next healthy run resumes it (NHC's rule: only its own drains).
+    node.state("IDLE+DRAIN", reason)
+    out = node.run(ENVKIT_METRICS=str(metrics), ENVKIT_ARGS=f"--expect {ignored}")
+    assert out.rc == 0, out.stderr
+    assert out.updates == [RESUME]
+    assert healthy() == 1.0
+    # Drained by someone else: healthy or not, it stays drained.
+    node.state("IDLE+DRAIN", "bad fan")
+    assert node.run(ENVKIT_METRICS=str(metrics), ENVKIT_ARGS=f"--expect {ignored}").updates == []
 
 
 def test_a_budget_slurm_would_cut_short_is_warned_about(node: Node) -> None:
