@@ -7,8 +7,8 @@ and only the fast checks unless ``--verify`` asks for more. Runs start on a fixe
 k x interval); a run that overruns its slot makes the next one wait for the next free slot, never
 start beside it, and missed slots are not caught up. A detector a run gave up on at its deadline
 (stuck in the kernel reading a wedged driver's file, which no signal ends) may still be running
-when the next slot comes (envkit.detect.stragglers): that run waits for it until the slot after,
-then is skipped and counted, so hung detectors never pile up one per interval.
+when the next slot comes (envkit.detect.stragglers): that run waits for it until the slot after
+(at least a second), then is skipped and counted, so hung detectors never pile up one per interval.
 
 Nothing here prints: what changed goes to ``log`` (one line, only when a check's verdict or the
 run's outcome changes) and each report to ``landed`` (the command line writes the files).
@@ -30,10 +30,11 @@ if TYPE_CHECKING:
 
     from envkit.report import Report
 
-__all__ = ["MIN_INTERVAL_S", "Verdicts", "parse_every", "watch"]
+__all__ = ["MIN_INTERVAL_S", "STRAGGLER_GRACE_S", "Verdicts", "parse_every", "watch"]
 
 # Sub-second intervals are for tests and trials; a health agent runs every few minutes.
 MIN_INTERVAL_S: Final = 0.1
+STRAGGLER_GRACE_S: Final = 1.0
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
@@ -120,8 +121,11 @@ def watch(
     stuck_before = False
     while runs is None or done < runs:
         leftover = stuck()
-        for thread in leftover:  # wait for the previous run's hung detector, until the next slot
-            thread.join(max(0.0, start + (slot + 1) * interval - clock()))
+        # Wait for the previous run's hung detector until the next slot (at least STRAGGLER_GRACE_S:
+        # one whose children were just stopped ends a moment later, and is no reason to skip).
+        until = max(start + (slot + 1) * interval, clock() + STRAGGLER_GRACE_S)
+        for thread in leftover:
+            thread.join(max(0.0, until - clock()))
         still = [t.name for t in leftover if t.is_alive()]
         if still:
             skipped += 1

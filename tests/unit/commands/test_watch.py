@@ -158,7 +158,7 @@ def test_a_hung_nvidia_smi_never_stacks_runs(machine: MachineBuilder, tmp_path: 
         stop.set()
         sampler.join()
     assert done == 2 and [n for n, _ in landed] == [1, 2]
-    assert time.monotonic() - start < 4
+    assert time.monotonic() - start < 8
     started = [int(p) for p in pids.read_text().split()]
     assert len(started) == 2  # one nvidia-smi per run
     assert most[0] == 1  # never two at once
@@ -192,7 +192,7 @@ def test_a_detector_stuck_in_the_kernel_makes_the_next_run_wait(
         with open(held, "w") as fifo:  # the stuck readers get this, then end of file
             fifo.write("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15\n")
 
-    timer = threading.Timer(0.9, release)
+    timer = threading.Timer(2.5, release)  # past the 1 s grace a straggler gets
     before = set(stragglers())
     timer.start()
     try:
