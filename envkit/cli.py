@@ -459,7 +459,9 @@ AllowBuild = Annotated[
 ChannelOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--channel", metavar="CHANNEL", help="pip or conda (default: pip; spec/create: the template's)."
+        "--channel",
+        metavar="CHANNEL",
+        help="pip, conda (create: auto too); default: pip, spec/create: the template's.",
     ),
 ]
 
@@ -1247,7 +1249,10 @@ def create(
         ),
     ] = None,
     backend: Annotated[
-        str, typer.Option("--backend", metavar="BACKEND", help="auto, conda, mamba, micromamba, uv or venv.")
+        str,
+        typer.Option(
+            "--backend", metavar="BACKEND", help="auto, rattler, conda, mamba, micromamba, uv or venv."
+        ),
     ] = "auto",
     mirror: Annotated[
         Optional[list[str]],
@@ -1312,7 +1317,16 @@ def create(
         allow_build=allow_build,
     )
     request = CreateRequest(
-        name, prefix, template, flags, backend, tuple(mirror or ()), wheelhouse, offline, from_lock
+        name,
+        prefix,
+        template,
+        flags,
+        backend,
+        tuple(mirror or ()),
+        wheelhouse,
+        offline,
+        from_lock,
+        channel=channel,
     )
     system = System()
     install = create_command.prepare(system, request)

@@ -37,6 +37,7 @@ __all__ = [
     "LockFailed",
     "NoBuildError",
     "RejectedBuild",
+    "SolveFailed",
     "WayOut",
     "check_name",
     "check_path",
@@ -192,6 +193,15 @@ class CreateFailed(EnvkitError):
     Its message and hint are redacted: an installer's output may echo an index URL."""
 
     exit_code: ClassVar[int] = EXIT_STEP_FAILED
+
+
+class SolveFailed(EnvkitError):
+    """A conda solve has no answer (envkit.create.backends.rattler, envkit.create.lock): the
+    channels hold no set of packages that fits the request on the target (its ``__cuda``, its
+    glibc), or none of the package at all. Exit 3, as the resolver's own refusal: no build
+    satisfies the request; nothing was installed."""
+
+    exit_code: ClassVar[int] = EXIT_NO_BUILD
 
 
 class LockFailed(EnvkitError):

@@ -11,7 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
-from envkit.create.backends import CONDA_FAMILY, Step
+from envkit.create.backends import INSTALLERS, Backend, Step
+from envkit.create.conda_meta import CondaRecord
 from envkit.create.install import Installation
 from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK
 from envkit.report import Report
@@ -60,10 +61,12 @@ class NoProgress:
 
 @dataclass(frozen=True)
 class Created:
-    """A finished ``envkit create``: the installation, and the verify report unless ``--no-verify``."""
+    """A finished ``envkit create``: the installation, the verify report unless ``--no-verify``,
+    and for a conda environment the packages it holds (from its conda-meta records)."""
 
     install: Installation
     report: Optional[Report]
+    packages: Optional[tuple[CondaRecord, ...]] = None
 
     @property
     def exit_code(self) -> int:
@@ -74,15 +77,17 @@ class Created:
         """The command that enters the new environment."""
 
         prefix = self.install.prefix
-        return (
-            f"conda activate {prefix}"
-            if self.install.backend in CONDA_FAMILY
-            else f"source {prefix}/bin/activate"
-        )
+        if self.install.backend is Backend.RATTLER:
+            # A conda environment made without conda: conda activates it where conda is installed.
+            return f"conda activate {prefix} (without conda: export PATH={prefix}/bin:$PATH)"
+        if INSTALLERS[self.install.backend].conda:
+            return f"conda activate {prefix}"
+        return f"source {prefix}/bin/activate"
 
     def to_json(self) -> dict[str, Any]:
         report = self.report.to_json() if self.report is not None else None
-        return {**self.install.to_json(), "status": "created", "verify": report}
+        packages = None if self.packages is None else [p.to_json() for p in self.packages]
+        return {**self.install.to_json(), "status": "created", "verify": report, "packages": packages}
 
 
 def prepare(system: System, request: CreateRequest) -> Installation:
@@ -96,6 +101,7 @@ def prepare(system: System, request: CreateRequest) -> Installation:
         lay_out,
         local_builds,
     )
+    from envkit.errors import NoBuildError
     from envkit.specs.render import spec_flags
 
     if request.offline and not request.wheelhouse:
@@ -108,10 +114,22 @@ def prepare(system: System, request: CreateRequest) -> Installation:
 
         return lay_out_lock(system, request, request.from_lock)
     template = choose_template(request)
-    fmt = choose_format(system, request, template)
+    fmt, why = choose_format(system, request, template)
     flags = spec_flags(template, request.flags, fmt)  # fmt decides the channel
-    plan = make_plan(system, flags, available=local_builds(request))
-    return lay_out(system, request, template, fmt, plan)
+    notes = [f"channel: {fmt} ({why})"]
+    try:
+        plan = make_plan(system, flags, available=local_builds(request))
+    except NoBuildError as error:
+        if request.channel != "auto" or fmt != "conda":
+            raise
+        # --channel auto: conda publishes no build that fits; pip may (the conda routes end
+        # sooner: the pytorch channel at 2.5.1, conda-forge at its newest feedstock release).
+        fmt = "pip"
+        notes = [
+            f"channel: pip (--channel auto fell back to pip: conda has no build that fits: {error.summary})"
+        ]
+        plan = make_plan(system, spec_flags(template, request.flags, fmt), available=local_builds(request))
+    return lay_out(system, request, template, fmt, plan, notes)
 
 
 def holding(install: Installation) -> contextlib.AbstractContextManager[Path]:
@@ -175,4 +193,9 @@ def run(
         verify=verify_env if verify else None,
         lock_held=lock_held,
     )
-    return Created(install, report)
+    packages = None
+    if INSTALLERS[install.backend].conda:
+        from envkit.create.conda_meta import installed_packages
+
+        packages = installed_packages(install.prefix)
+    return Created(install, report, packages)

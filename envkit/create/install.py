@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
@@ -32,7 +33,7 @@ from envkit.create.place import (
     locked,
     side_path,
 )
-from envkit.errors import CreateFailed
+from envkit.errors import CreateFailed, EnvkitError
 from envkit.resolve import Plan
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ class Installation:
     staging: Path  # where the specs live while the installer reads them
     python: Path  # the new environment's interpreter
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # What a conda solve is given (the rattler backend: channels, specs, virtual packages), or None.
+    conda: Optional[Mapping[str, Any]] = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +74,7 @@ class Installation:
             "commands": [s.shown() for s in self.steps],
             "spec_files": [str(self.prefix / "envkit" / n) for n in self.spec_files],
             "notes": list(self.notes),
+            "conda": None if self.conda is None else dict(self.conda),
         }
 
 
@@ -200,6 +204,9 @@ def _build(
                 step.argv, timeout=step.timeout, env=_in_scratch(step, system, undo.scratch), on_line=on_line
             )
             if not result.ok:
+                specific = step.explain(result) if step.explain is not None else None
+                if specific is not None:
+                    raise specific
                 tail = "\n".join(result.stdout.strip().splitlines()[-15:])
                 raise CreateFailed(f"{step.title} failed: {result.describe()}\n{tail}".rstrip())
         if not install.python.exists():
@@ -220,8 +227,8 @@ def _build(
             failed = CreateFailed(f"could not write the environment: {exc.strerror or exc}{where}")
             failed.hint = "; ".join(done)
             raise failed from None
-        if isinstance(exc, CreateFailed) and done:
-            exc.hint = "; ".join(done)
+        if isinstance(exc, EnvkitError) and done:
+            exc.hint = "; ".join(part for part in (exc.hint, *done) if part)
         raise
     # The new environment is complete: from here on it stays. What it replaced is renamed out of
     # the way in one step, then deleted; a run killed during the deletion leaves only a

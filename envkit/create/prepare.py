@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.create.backends import (
-    CONDA_FAMILY,
+    INSTALLERS,
+    Backend,
+    Job,
     backend_exe,
-    build_steps,
     choose_backend,
+    conda_installer,
     default_prefix,
-    find_tool,
+    lay_steps,
+    parse_backend,
 )
 from envkit.create.install import Installation
 from envkit.create.place import check_name, check_prefix
@@ -32,6 +35,8 @@ from envkit.specs.render import render_specs, spec_mirrors
 from envkit.specs.template import Template, builtin_dir, load_template
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from envkit.resolve.plan import Plan
     from envkit.system import System
 
@@ -57,6 +62,12 @@ class CreateRequest:
     wheelhouse: Optional[str] = None
     offline: bool = False
     from_lock: Optional[str] = None  # --from-lock: a hashed pip lock envkit lock --channel pip made
+    # --channel as given: pip, conda or auto; None: the template's (pip when it names none). The
+    # flags' channel is what the plan is resolved for, decided by choose_format.
+    channel: Optional[str] = None
+
+
+CHANNELS: Final = ("pip", "conda", "auto")
 
 
 def choose_template(request: CreateRequest) -> Template:
@@ -68,15 +79,53 @@ def choose_template(request: CreateRequest) -> Template:
     return load_template("pt2")
 
 
-def choose_format(system: System, request: CreateRequest, template: Template) -> str:
-    """conda for the conda family, pip otherwise; ``auto`` follows the template and --channel."""
-    if request.backend in CONDA_FAMILY:
-        return "conda"
-    if request.backend in ("uv", "venv"):
-        return "pip"
-    wants_conda = request.flags.channel == "conda" or template.channel == "conda"
-    installed = any(find_tool(system, n) for n in CONDA_FAMILY)
-    return "conda" if wants_conda and installed else "pip"
+def choose_format(system: System, request: CreateRequest, template: Template) -> tuple[str, str]:
+    """(``conda`` or ``pip``, why): what the environment is made of. Never silently pip: a conda
+    installer (``--backend``) or ``--channel conda`` or a conda template means conda, and only
+    ``--channel auto`` falls back to pip, saying so.
+
+    InputError where the request contradicts itself (``--backend uv --channel conda``)."""
+    channel = request.channel
+    if channel is not None and channel not in CHANNELS:
+        raise InputError(f"--channel {channel!r}: one of {', '.join(CHANNELS)}")
+    backend = parse_backend(request.backend)
+    if backend is not Backend.AUTO:
+        conda = INSTALLERS[backend].conda
+        if channel == ("pip" if conda else "conda"):
+            verb = (
+                "drop --channel pip"
+                if conda
+                else "drop --channel conda, or use --backend rattler / micromamba"
+            )
+            raise InputError(f"--backend {backend} installs {'conda' if conda else 'pip'} packages: {verb}")
+        return (
+            ("conda", f"--backend {backend} installs conda packages")
+            if conda
+            else (
+                "pip",
+                f"--backend {backend} installs pip packages",
+            )
+        )
+    if channel == "conda":
+        return "conda", "--channel conda"
+    if channel == "pip":
+        return "pip", "--channel pip"
+    if channel is None:
+        if template.channel == "conda":
+            return "conda", f'the template {template.name} asks for conda (channel = "conda")'
+        return (
+            "pip",
+            f"pip, the default (the template {template.name} names no channel)"
+            if template.channel is None
+            else f"the template {template.name} asks for pip",
+        )
+    found = conda_installer(system)
+    if found is not None:
+        return "conda", f"--channel auto: conda, with {found[0]}"
+    return "pip", (
+        "--channel auto fell back to pip: no conda installer here (no conda, mamba or micromamba on "
+        "PATH, no py-rattler in envkit's Python)"
+    )
 
 
 def check_request(system: System, request: CreateRequest) -> None:
@@ -165,9 +214,16 @@ def local_builds(request: CreateRequest) -> Optional[Available]:
     return available if available.builds or request.offline else None
 
 
-def lay_out(system: System, request: CreateRequest, template: Template, fmt: str, plan: Plan) -> Installation:
+def lay_out(
+    system: System,
+    request: CreateRequest,
+    template: Template,
+    fmt: str,
+    plan: Plan,
+    notes: Sequence[str] = (),
+) -> Installation:
     """The installation of ``plan``: backend, place, spec files and command lines; nothing is
-    written or run."""
+    written or run. ``notes``: what the run says besides (why the channel is what it is)."""
     backend, exe = choose_backend(system, request.backend, plan)
     # abspath, not Path.absolute(): it folds `..` away, so `--prefix envs/..` names `.`'s parent's
     # child, not a folder called "..".
@@ -199,16 +255,16 @@ def lay_out(system: System, request: CreateRequest, template: Template, fmt: str
     # pip fails rather than replaces the planned torch; source builds are steps of their own.
     ext_requirements, ext_options, _notes = extension_specs(plan, offline=request.offline)
     staging = prefix.with_name(f".{prefix.name}.envkit-spec")
-    python, steps = build_steps(
-        system,
-        backend=backend,
+    python = prefix / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    job = Job(
         exe=exe,
         prefix=prefix,
+        python=python,
         plan=plan,
-        torch_requirements=pins,
-        extra_pip=(*template.packages, *template.pip_packages, *ext_requirements),
         staging=staging,
         spec_files=spec_files,
+        torch_requirements=pins,
+        extra_pip=(*template.packages, *template.pip_packages, *ext_requirements),
         torch_index=source.argv(),
         extra_index=extra_index,
         wheelhouse=str(Path(request.wheelhouse).absolute()) if request.wheelhouse else None,
@@ -217,15 +273,17 @@ def lay_out(system: System, request: CreateRequest, template: Template, fmt: str
         extra_options=ext_options,
         builds=[p for p in plan.extensions if p.build is not None],
     )
-    notes = [f"template {template.name} ({template.source})"]
+    laid = lay_steps(system, backend, job)
+    spec_files.update(laid.files)
     return Installation(
         name=name,
         prefix=prefix,
         backend=backend,
         plan=plan,
-        steps=steps,
+        steps=laid.steps,
         spec_files=spec_files,
         staging=staging,
         python=python,
-        notes=tuple(notes),
+        notes=(f"template {template.name} ({template.source})", *notes),
+        conda=laid.conda,
     )

@@ -34,6 +34,16 @@ def render_installation(install: Installation, console: Console, *, will: Sequen
     console.print(Text(f"envkit create — {install.name} at {install.prefix} ({install.backend})"))
     cuda = f"CUDA {plan.cuda}" if plan.cuda else "CPU only"
     console.print(Text(f"  torch {plan.torch} + {plan.variant} ({cuda}) for {plan.target.describe()}"))
+    for note in install.notes:
+        if note.startswith("channel: "):
+            console.print(Text(f"  {note}"))
+    if plan.conda is not None:
+        route = "the pytorch channel" if plan.conda.route.value == "pytorch-channel" else "conda-forge"
+        console.print(Text(f"  conda route: {route}: {' '.join(plan.conda.dependencies)}"))
+    if install.conda is not None:
+        console.print(Text(f"  channels: {', '.join(install.conda.get('channels', ()))}"))
+        virtual = install.conda.get("virtual_packages") or {}
+        console.print(Text("  virtual packages: " + ", ".join(f"{n}={v}" for n, v in virtual.items())))
     for warning in plan.warnings:
         console.print(Text(f"  ! {warning}", style="yellow"))
     for note in plan.notes:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from envkit.specs.pip import PipSource
     from envkit.specs.template import Template
 
-__all__ = ["SUBDIRS", "render_environment", "render_virtual_packages"]
+__all__ = ["SUBDIRS", "render_environment", "render_virtual_packages", "virtual_cuda", "virtual_packages"]
 
 # envkit platform -> conda subdir.
 SUBDIRS: Final = {
@@ -59,28 +59,53 @@ def _yaml(value: str) -> str:
     return value if _PLAIN.match(value) else json.dumps(value)
 
 
-def render_virtual_packages(plan: Plan, k: Knowledge, template_name: str, regen: str) -> str:
-    """conda-lock's ``--virtual-package-spec`` file for the plan's target (conda-lock docs,
-    "Virtual packages"; the format of its default-virtual-packages.yaml)."""
-    subdir = SUBDIRS[plan.platform]
-    packages = dict(_VIRTUAL[subdir])
-    lines = header(
-        plan, template_name, "conda-lock reads virtual-packages.yml from its folder by name", regen
-    )
+def virtual_cuda(plan: Plan, k: Knowledge) -> tuple[Optional[str], str]:
+    """(``__cuda``'s version for the plan's target, why that one); None when the target has none.
+
+    conda reports the newest CUDA the driver runs as ``__cuda`` ("maximum version of CUDA supported
+    by the display driver", docs.conda.io manage-virtual): for a target driver, NVIDIA's Table 3
+    says which that is. Without a driver, the plan's own CUDA (the user planned for it)."""
+    subdir = SUBDIRS.get(plan.platform, "linux-64")
     driver = plan.target.checked_driver
     if driver is not None and not subdir.startswith("osx-"):
         cuda = k.cuda_for_driver(driver, windows=subdir == "win-64")
         if cuda is not None:
-            packages["__cuda"] = str(cuda)
-            lines.append(
+            return str(cuda), (
                 f"__cuda={cuda}: the newest CUDA driver {driver} runs (NVIDIA's Table 3, the newest toolkit "
                 "whose driver floor it meets)."
             )
-    elif plan.cuda is not None:
-        packages["__cuda"] = str(plan.cuda)
-        lines.append(
-            f"__cuda={plan.cuda}: no target driver was given, so the plan's own CUDA (pass --driver)."
-        )
+        return None, f"No __cuda: envkit knows no CUDA that driver {driver} runs."
+    if driver is None and plan.cuda is not None:
+        return str(
+            plan.cuda
+        ), f"__cuda={plan.cuda}: no target driver was given, so the plan's own CUDA (pass --driver)."
+    return None, "No __cuda: the target has no NVIDIA driver, so no CUDA build may be chosen."
+
+
+def virtual_packages(
+    plan: Plan, k: Knowledge, *, host: Optional[dict[str, str]] = None
+) -> tuple[dict[str, str], str]:
+    """(name -> ``version`` or ``version build``, why __cuda is what it is) for the plan's target:
+    conda-lock's defaults for the subdir, the ``host``'s own values over them (create installs on
+    this machine), and ``__cuda`` from the target's driver."""
+    subdir = SUBDIRS[plan.platform]
+    packages = {**_VIRTUAL[subdir], **(host or {})}
+    cuda, why = virtual_cuda(plan, k)
+    if cuda is not None:
+        packages["__cuda"] = cuda
+    return packages, why
+
+
+def render_virtual_packages(plan: Plan, k: Knowledge, template_name: str, regen: str) -> str:
+    """conda-lock's ``--virtual-package-spec`` file for the plan's target (conda-lock docs,
+    "Virtual packages"; the format of its default-virtual-packages.yaml)."""
+    subdir = SUBDIRS[plan.platform]
+    packages, why = virtual_packages(plan, k)
+    lines = header(
+        plan, template_name, "conda-lock reads virtual-packages.yml from its folder by name", regen
+    )
+    if "__cuda" in packages:
+        lines.append(why)
     if plan.cuda is None:
         # pytorch=V=cpu* (or cpuonly) picks the CPU build whatever __cuda says: nothing to warn about.
         lines.append("torch is the CPU build: its build string chooses it, not __cuda.")

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from envkit.create.backends import Step, _hide_credentials
+from envkit.create.backends import Step
+from envkit.create.backends.pip_args import hide_credentials as _hide_credentials
 from envkit.detect.host import relevant_env
 from envkit.errors import EnvkitError, InputError
 from envkit.redact import MASK, is_secret_name, redact, redact_data
