@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 __all__ = ["explain_conflict"]
 
 _VIRTUAL_NEED: Final = re.compile(
-    r"(?P<pkg>[A-Za-z0-9_.\-]+) (?P<version>\S+) would require\s*\n[\s│├└─]*"
-    r"(?P<virtual>__[a-z0-9_]+)(?P<spec>[^,\n]*), for which no candidates were found"
+    r"(?P<pkg>[A-Za-z0-9_.\-]+) (?P<version>\S+) would (?:require|constrain)\s*\n[\s│├└─]*"
+    r"(?P<virtual>__[a-z0-9_]+)(?P<spec>[^,\n]*), (?:for which no candidates were found|which conflicts)"
 )
 _MISSING: Final = re.compile(r"No candidates were found for (?P<spec>.+?)\.?\s*$", re.MULTILINE)
 _TREE: Final = re.compile(r"^[\s│├└─]+", re.MULTILINE)

@@ -31,6 +31,7 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
 import asyncio  # noqa: E402
 import base64  # noqa: E402
 import datetime  # noqa: E402
+import hashlib  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 import urllib.error  # noqa: E402
@@ -125,6 +126,30 @@ def _classify(exc: BaseException) -> Failure:
     return Failure("install", text)
 
 
+def check_local_archives(records: list[Any]) -> None:
+    """rattler checks a download against the sha256 in repodata.json, but extracts a file:// package
+    where it lies without checking it: so does this, for the same guarantee from a local channel."""
+    for r in records:
+        parts = urllib.parse.urlsplit(str(r.url))
+        expected = r.sha256
+        if parts.scheme != "file" or not expected:
+            continue
+        path = urllib.request.url2pathname(parts.path)
+        digest = hashlib.sha256()
+        try:
+            with open(path, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+        except OSError as exc:
+            raise Failure("channel", f"cannot read {path}: {exc.strerror or exc}") from None
+        if digest.digest() != bytes(expected):
+            raise Failure(
+                "corrupt",
+                f"{os.path.basename(path)}: sha256 {digest.hexdigest()} does not match "
+                f"{bytes(expected).hex()} in the channel's repodata.json (hash mismatch)",
+            )
+
+
 def _history(prefix: str, cmd: str, records: list[Any], specs: list[str]) -> None:
     """An entry in conda-meta/history as conda writes one (conda/conda:conda/history.py@0f64223f,
     write_head / write_changes / write_specs), so that ``conda list --revisions`` and ``conda env
@@ -184,6 +209,7 @@ async def _run(request: dict[str, Any], channels: list[str]) -> dict[str, Any]:
     say(f"solved: {len(records)} packages in {solved:.2f} s")
     for r in records:
         say(f"  {r.name.normalized} {r.version} {r.build!s} ({_masked(str(r.channel))})")
+    check_local_archives(records)
     cache = rattler.PackageCache.new_layered(
         [request["package_cache"]], validation_mode=ValidationMode.full()
     )
@@ -242,7 +268,11 @@ def main(argv: list[str]) -> int:
 def _answer(marker: str, data: dict[str, Any], code: int) -> NoReturn:
     sys.stdout.write(f"{marker}\n{json.dumps(data)}\n{marker}\n")
     sys.stdout.flush()
-    sys.exit(code)
+    sys.stderr.flush()
+    # Out at once, without the interpreter's finalization: py-rattler's runtime threads are still
+    # alive then, and tearing them down crashed the process now and again (SIGSEGV after a finished
+    # install, 2 runs in ~30 here), which would undo a complete environment.
+    os._exit(code)
 
 
 if __name__ == "__main__":

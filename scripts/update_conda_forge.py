@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""The CUDA builds of conda-forge's pytorch, per release and subdir, read from the feedstock's own
+build matrix: every commit on every branch whose recipe/meta.yaml sets a release's version (the
+rows of ``[[conda_forge_release]]`` in envkit/knowledge/conda.toml cite one of them), and the
+``.ci_support/*.yaml`` files of each, one per build, naming its ``target_platform`` and
+``cuda_compiler_version`` ("None" for the CPU build). A release's builds are the union over its
+commits (some releases were built for Windows on a branch of their own). Prints the ``cuda``
+tables to paste.
+
+    git clone https://github.com/conda-forge/pytorch-cpu-feedstock
+    python scripts/update_conda_forge.py pytorch-cpu-feedstock [--rows envkit/knowledge/conda.toml]
+
+The build string of a CUDA build is ``cuda{XY}_{blas}_py{PY}_h{hash}_{n}`` with XY the compiler's
+version without its dot (recipe/meta.yaml, ``build.string`` of the pytorch output), and its run
+requirements carry ``cuda-version >=X.Y,<X+1`` from the CUDA compiler's run_exports, so a
+``cuda-version=X.Y`` pin chooses that build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
+def builds(repo: Path, commit: str) -> dict[str, list[str]]:
+    """subdir -> the CUDA versions built at ``commit`` (sorted; the CPU build is left out)."""
+    found: dict[str, set[str]] = {}
+    for name in git(repo, "ls-tree", "--name-only", commit, ".ci_support/").split():
+        if not name.endswith(".yaml") or "/migrations/" in name:
+            continue
+        try:
+            data = yaml.safe_load(git(repo, "show", f"{commit}:{name}")) or {}
+        except yaml.YAMLError:  # a commit in the middle of a merge (conflict markers): not a build
+            continue
+        platform = (data.get("target_platform") or [None])[0]
+        cuda = str((data.get("cuda_compiler_version") or ["None"])[0])
+        if platform is None:  # older layouts: the file name says it (linux_64_…, win_64_…)
+            match = re.match(
+                r"\.ci_support/(linux_64|linux_aarch64|linux_ppc64le|osx_64|osx_arm64|win_64)", name
+            )
+            platform = match.group(1).replace("_", "-", 1) if match else None
+        if platform and cuda not in ("None", "none", ""):
+            found.setdefault(platform, set()).add(cuda)
+    return {p: sorted(v, key=lambda s: tuple(int(x) for x in s.split("."))) for p, v in sorted(found.items())}
+
+
+def versions_by_commit(repo: Path) -> dict[str, list[str]]:
+    """release -> the commits (all branches) whose recipe/meta.yaml sets that version."""
+    found: dict[str, list[str]] = {}
+    for commit in git(repo, "log", "--all", "--format=%H", "--", "recipe/meta.yaml", ".ci_support").split():
+        try:
+            recipe = git(repo, "show", f"{commit}:recipe/meta.yaml")
+        except subprocess.CalledProcessError:
+            continue
+        match = re.search(r'set version = "([^"]+)"', recipe)
+        if match and "rc" not in match.group(1):
+            found.setdefault(match.group(1), []).append(commit)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("feedstock", type=Path)
+    parser.add_argument(
+        "--rows", type=Path, default=Path(__file__).parents[1] / "envkit" / "knowledge" / "conda.toml"
+    )
+    args = parser.parse_args()
+    rows = tomllib.loads(args.rows.read_text(encoding="utf-8"))["conda_forge_release"]
+    commits = versions_by_commit(args.feedstock)
+    for row in rows:
+        union: dict[str, set[str]] = {}
+        for commit in commits.get(row["torch"], []):
+            for platform, cudas in builds(args.feedstock, commit).items():
+                union.setdefault(platform, set()).update(cudas)
+        key = lambda v: tuple(int(x) for x in v.split("."))  # noqa: E731
+        table = ", ".join(
+            f'"{p}" = [{", ".join(chr(34) + v + chr(34) for v in sorted(vs, key=key))}]'
+            for p, vs in sorted(union.items())
+        )
+        print(f'torch = "{row["torch"]}"  # {len(commits.get(row["torch"], []))} commits')
+        print(f"cuda = {{ {table} }}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,323 @@
+"""``envkit create … --channel conda --backend rattler`` end to end, against real local channels
+(tests/e2e/conda_channel.py: real .conda / .tar.bz2 packages, repodata.json from rattler's
+indexer) served by a real HTTP server on 127.0.0.1 and as file://, the channel names mapped by a
+real .condarc. Each test runs envkit as a program (``python -m envkit``), so that its worker, its
+signals and its exit codes are the real ones. Marked slow: ~1-2 s per envkit run, and the first
+test verifies the new environment with its real torch (~30 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+pytest.importorskip("rattler", reason="the rattler backend needs py-rattler (envkit[conda], Python >= 3.10)")
+pytest.importorskip(
+    "conda_package_handling", reason="the local channels are built with conda-package-handling"
+)
+
+from tests.e2e.conda_channel import condarc, serve, standard_channels, torch_site_packages  # noqa: E402
+
+TORCH_CPU = (
+    "--template",
+    "pt2-minimal",
+    "--torch",
+    "2.13.0",
+    "--cuda",
+    "cpu",
+    "--no-gpu",
+    "--python",
+    "3.11",
+)
+CUDA_121 = ("--cuda", "12.1", "--driver", "535.104.05", "--gpu", "A100", "--python", "3.11")
+BIG = 6 * 1024 * 1024  # bytes of a package served slowly (~1.3 MB/s): an install that takes seconds
+
+
+@pytest.fixture(scope="module")
+def channels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip("the local python package is this interpreter, and the templates ask for 3.11")
+    root = tmp_path_factory.mktemp("channels")
+    standard_channels(root, slow_package=BIG)
+    return root
+
+
+@pytest.fixture(scope="module")
+def http_base(channels: Path) -> Iterator[str]:
+    with serve(channels, slow=("bigdata-1.0-0.conda",)) as base:
+        yield base
+
+
+def envkit(
+    tmp_path: Path, rc: Path, *args: str, extra_env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "CONDARC": str(rc),
+        "HOME": str(tmp_path / "home"),
+        "RATTLER_CACHE_DIR": str(tmp_path / "rattler-cache"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        **(extra_env or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "envkit", "create", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def meta_records(prefix: Path) -> list[dict[str, str]]:
+    return [json.loads(p.read_text()) for p in sorted((prefix / "conda-meta").glob("*.json"))]
+
+
+def test_create_over_http_lists_the_packages_and_verifies(tmp_path: Path, http_base: str) -> None:
+    if torch_site_packages() is None:
+        pytest.skip("the verify step needs the test environment's torch")
+    rc = condarc(tmp_path / "condarc", http_base)
+    prefix = tmp_path / "envs" / "cpu"
+    proc = envkit(
+        tmp_path,
+        rc,
+        "--prefix",
+        str(prefix),
+        "--channel",
+        "conda",
+        "--backend",
+        "rattler",
+        *TORCH_CPU,
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["backend"] == "rattler" and result["plan"]["channel"] == "conda"
+    assert result["plan"]["conda"]["route"] == "conda-forge"
+    assert result["conda"]["channels"] == [f"{http_base}/conda-forge"]
+    # One conda-meta record per package, and --json lists them (name, version, build, channel).
+    records = meta_records(prefix)
+    listed = {(p["name"], p["version"], p["build"], p["channel"]) for p in result["packages"]}
+    assert listed == {(r["name"], r["version"], r["build"], r["channel"].rstrip("/")) for r in records}
+    assert ("pytorch", "2.13.0", "cpu_generic_py311_h0_2", f"{http_base}/conda-forge") in listed
+    assert {p["name"] for p in result["packages"]} == {"python", "pytorch", "filelock", "typing_extensions"}
+    # A real conda environment: conda's marker file, with a history entry as conda writes one.
+    history = (prefix / "conda-meta" / "history").read_text()
+    assert history.startswith("==> ") and "# update specs: ['python=3.11', 'pytorch=2.13.0=cpu*']" in history
+    # The same verify step as the pip route, in the new environment's own (real) torch.
+    checks = {c["id"]: c["status"] for c in result["verify"]["checks"]}
+    assert checks["verify.device"] == "pass", result["verify"]
+    # envkit doctor sees a conda environment there.
+    doctor = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "envkit",
+            "doctor",
+            "--python",
+            str(prefix),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert doctor.returncode in (0, 1), doctor.stderr[-2000:]
+    python_env = json.loads(doctor.stdout)["facts"]["python"]
+    assert python_env["kind"] == "conda" and python_env["prefix"] == str(prefix), python_env
+
+
+def test_create_from_a_file_channel_on_the_pytorch_channel_route(tmp_path: Path, channels: Path) -> None:
+    rc = condarc(tmp_path / "condarc", channels.as_uri())
+    prefix = tmp_path / "envs" / "cu121"
+    proc = envkit(
+        tmp_path, rc, "--prefix", str(prefix), "--channel", "conda", *CUDA_121, "--no-verify", "--json"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["backend"] == "rattler"  # auto: no conda, mamba or micromamba on these machines
+    assert result["conda"]["virtual_packages"]["__cuda"] == "12.2"
+    by_name = {p["name"]: p for p in result["packages"]}
+    assert by_name["pytorch"]["build"] == "py311_cuda12.1_cudnn9_0"
+    assert by_name["pytorch"]["channel"] == f"{channels.as_uri()}/pytorch"
+    assert by_name["pytorch-cuda"]["version"] == "12.1"
+    assert by_name["cuda-runtime"]["channel"] == f"{channels.as_uri()}/nvidia"
+    assert by_name["python"]["channel"] == f"{channels.as_uri()}/main"  # defaults, from .condarc
+    assert {f"{p['name']}-{p['version']}-{p['build']}.json" for p in result["packages"]} == {
+        p.name for p in (prefix / "conda-meta").glob("*.json")
+    }
+
+
+def test_a_cuda_below_the_packages_need_is_refused_with_the_reason(tmp_path: Path, channels: Path) -> None:
+    rc = condarc(tmp_path / "condarc", channels.as_uri())
+    prefix = tmp_path / "envs" / "old-driver"
+    proc = envkit(
+        tmp_path,
+        rc,
+        "--prefix",
+        str(prefix),
+        "--channel",
+        "conda",
+        *CUDA_121,
+        "--no-verify",
+        extra_env={"CONDA_OVERRIDE_CUDA": "11.8"},
+    )
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "pytorch-cuda 12.1 needs __cuda >=12.1, and the target has __cuda=11.8" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not prefix.exists()
+
+
+def test_a_channel_without_the_package(tmp_path: Path, channels: Path) -> None:
+    rc = condarc(tmp_path / "condarc", channels.as_uri())
+    prefix = tmp_path / "envs" / "missing"
+    flags = (
+        "--template",
+        "pt2-minimal",
+        "--torch",
+        "2.12.1",
+        "--cuda",
+        "cpu",
+        "--no-gpu",
+        "--python",
+        "3.11",
+    )
+    proc = envkit(tmp_path, rc, "--prefix", str(prefix), "--channel", "conda", *flags, "--no-verify")
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "no channel has pytorch ==2.12.1 cpu*" in proc.stderr
+    assert not prefix.exists()
+
+
+def test_an_unreachable_channel_fails_within_seconds(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    rc = condarc(tmp_path / "condarc", f"http://127.0.0.1:{port}")
+    prefix = tmp_path / "envs" / "nowhere"
+    start = time.monotonic()
+    proc = envkit(tmp_path, rc, "--prefix", str(prefix), "--channel", "conda", *TORCH_CPU, "--no-verify")
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert f"http://127.0.0.1:{port}/conda-forge does not answer" in proc.stderr
+    assert time.monotonic() - start < 30
+    assert not prefix.exists()
+
+
+@pytest.mark.parametrize("served", ["http", "file"])
+def test_a_corrupt_package_is_refused_and_nothing_is_left(
+    tmp_path: Path, channels: Path, served: str
+) -> None:
+    damaged = tmp_path / "damaged"
+    shutil.copytree(channels / "conda-forge", damaged / "conda-forge")
+    package = next((damaged / "conda-forge" / "noarch").glob("pytorch-2.13.0-cpu_*.conda"))
+    data = bytearray(package.read_bytes())
+    data[-40:-20] = b"\0" * 20  # same size, other bytes: its sha256 no longer matches repodata.json
+    package.write_bytes(bytes(data))
+    prefix = tmp_path / "envs" / "damaged"
+    with serve(damaged) as base:
+        rc = condarc(tmp_path / "condarc", base if served == "http" else damaged.as_uri())
+        proc = envkit(tmp_path, rc, "--prefix", str(prefix), "--channel", "conda", *TORCH_CPU, "--no-verify")
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert "hash mismatch" in proc.stderr and "did not match its checksum" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not prefix.exists()
+
+
+def _workers(request_file: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if "rattler_worker.py" in cmdline and request_file in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_install_leaves_nothing_behind(
+    tmp_path: Path, http_base: str, sig: signal.Signals
+) -> None:
+    rc = condarc(tmp_path / "condarc", http_base)
+    prefix = tmp_path / "envs" / "interrupted"
+    env = {
+        **os.environ,
+        "CONDARC": str(rc),
+        "HOME": str(tmp_path / "home"),
+        "RATTLER_CACHE_DIR": str(tmp_path / "rc"),
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "envkit",
+            "create",
+            "--prefix",
+            str(prefix),
+            "--channel",
+            "conda",
+            *CUDA_121,
+            "--no-verify",
+            "-q",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 60
+    # Linking has begun (a package's record is in conda-meta) while bigdata is still downloading.
+    while not list((prefix / "conda-meta").glob("*.json")):
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "the install never started linking"
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert not prefix.exists(), list(prefix.rglob("*"))[:10]
+    assert not _workers(str(prefix.parent / ".interrupted.envkit-spec")), "the rattler worker outlived envkit"
+    assert sorted(p.name for p in prefix.parent.iterdir()) == []  # no staging, no lock, nothing
+
+
+def test_a_full_disk_fails_cleanly(tmp_path: Path, channels: Path) -> None:
+    """The prefix on a 1 MiB tmpfs, in a private mount namespace (unshare: nothing is mounted on the
+    host): the big package cannot be written."""
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0
+    ):
+        pytest.skip("no unprivileged mount namespaces here (unshare -rm)")
+    rc = condarc(tmp_path / "condarc", channels.as_uri())
+    small = tmp_path / "small"
+    small.mkdir()
+    script = (
+        f"mount -t tmpfs -o size=1m tmpfs {small} && "
+        f"{sys.executable} -m envkit create --prefix {small}/env --channel conda "
+        + " ".join(CUDA_121)
+        + f" --no-verify -q; code=$?; ls -A {small}; exit $code"
+    )
+    env = {
+        **os.environ,
+        "CONDARC": str(rc),
+        "HOME": str(tmp_path / "home"),
+        "RATTLER_CACHE_DIR": str(tmp_path / "rc"),
+    }
+    proc = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 4, proc.stderr[-3000:]
+    assert "No space left on device" in proc.stderr
+    assert "free space" in proc.stderr  # the hint
+    assert proc.stdout.strip() == ""  # the tmpfs is empty again: nothing half-made is left
