@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The CUDA builds of conda-forge's pytorch, per release and subdir, read from the feedstock's own
-build matrix: every commit on every branch whose recipe/meta.yaml sets a release's version (the
+build matrix: every commit on main and the release branches whose recipe/meta.yaml sets a
+release's version (the
 rows of ``[[conda_forge_release]]`` in envkit/knowledge/conda.toml cite one of them), and the
 ``.ci_support/*.yaml`` files of each, one per build, naming its ``target_platform`` and
 ``cuda_compiler_version`` ("None" for the CPU build). A release's builds are the union over its
@@ -59,9 +60,15 @@ def builds(repo: Path, commit: str) -> dict[str, list[str]]:
 
 
 def versions_by_commit(repo: Path) -> dict[str, list[str]]:
-    """release -> the commits (all branches) whose recipe/meta.yaml sets that version."""
+    """release -> the commits whose recipe/meta.yaml sets that version, on main and the release
+    branches (vX.Y.x) the feedstock builds from: never a pull request's or a debug branch's."""
     found: dict[str, list[str]] = {}
-    for commit in git(repo, "log", "--all", "--format=%H", "--", "recipe/meta.yaml", ".ci_support").split():
+    branches = [
+        b
+        for b in git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/").split()
+        if re.search(r"/(main|master|v\d+\.\d+\.x)$", b)
+    ]
+    for commit in git(repo, "log", "--format=%H", *branches, "--", "recipe/meta.yaml", ".ci_support").split():
         try:
             recipe = git(repo, "show", f"{commit}:recipe/meta.yaml")
         except subprocess.CalledProcessError:
