@@ -461,7 +461,7 @@ ChannelOpt = Annotated[
     typer.Option(
         "--channel",
         metavar="CHANNEL",
-        help="pip, conda (create: auto too); default: pip, spec/create: the template's.",
+        help="pip, conda or auto (create); default: the template's, else pip.",
     ),
 ]
 
