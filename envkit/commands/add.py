@@ -17,6 +17,7 @@ from packaging.utils import canonicalize_name
 
 from envkit.errors import InputError
 from envkit.knowledge import CUDA_PLATFORMS, PLATFORMS
+from envkit.project.manifest import shape_error
 from envkit.project.want import TORCH_PACKAGES, Want, make_want
 
 if TYPE_CHECKING:
@@ -162,7 +163,10 @@ def _what_it_installs(m: Manifested, k: Knowledge, target: Target) -> str:
     """What a manifest gets on the target, for comparing two manifests: its range and build."""
     from envkit.specs.intent import intent_of
 
-    view = m.kind.view(m.path, m.text, target.platform, str(target.python) if target.python else None)
+    try:
+        view = m.kind.view(m.path, m.text, target.platform, str(target.python) if target.python else None)
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        raise shape_error(m.path, exc) from None
     intent = intent_of(view, k, target)
     return f"{m.found.torch_range or 'any torch'} ({intent.variant or 'default build'})"
 
@@ -211,7 +215,11 @@ def add(
             raise InputError(f"--extras: {m.path.name} is not a uv project (uv's optional extras per build)")
         if route not in wants:
             wants[route] = _want(system, m, flags, route, platforms, names, mirrors, extras, project)
-        edits.append(Edit(m.path, m.kind.KIND, m.text, m.kind.apply(m.path, m.text, wants[route])))
+        try:
+            after = m.kind.apply(m.path, m.text, wants[route])
+        except (TypeError, AttributeError, KeyError, ValueError) as exc:
+            raise shape_error(m.path, exc) from None
+        edits.append(Edit(m.path, m.kind.KIND, m.text, after))
     warnings = tuple(
         dict.fromkeys(w for want in wants.values() for s in want.sources for w in s.plan.warnings)
     )

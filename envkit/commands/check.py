@@ -50,6 +50,7 @@ def check_project(
     from envkit.commands.spec import SpecCheck
     from envkit.knowledge import CUDA_PLATFORMS, load_knowledge
     from envkit.project.find import find_manifests
+    from envkit.project.manifest import shape_error
     from envkit.specs.check import check_specfile
     from envkit.specs.intent import intent_of
 
@@ -73,7 +74,10 @@ def check_project(
             target = dataclasses.replace(base, platform=platform)
             if platform not in CUDA_PLATFORMS:
                 target = dataclasses.replace(target, driver=None, gpus=())
-            view = m.kind.view(m.path, m.text, platform, str(target.python) if target.python else None)
+            try:
+                view = m.kind.view(m.path, m.text, platform, str(target.python) if target.python else None)
+            except (TypeError, AttributeError, KeyError, ValueError) as exc:
+                raise shape_error(m.path, exc) from None
             intent = intent_of(view, k, target)
             rng = m.found.torch_range
             asks_the_plan = (

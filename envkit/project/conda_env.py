@@ -68,7 +68,8 @@ def _load(path: Path, text: str) -> tuple[Any, Any]:
     except ruamel_error.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise InputError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+        what = getattr(exc, "problem", None) or (str(exc).splitlines() or ["?"])[0]
+        raise InputError(f"{path}: not valid YAML{where}: {what}") from None
     if not isinstance(data, dict) or not isinstance(data.get("dependencies"), list):
         raise InputError(f"{path}: not a conda environment file (no 'dependencies' list)")
     return yaml, data
@@ -169,6 +170,9 @@ def _edit_conda(data: Any, want: Want, path: Path) -> bool:
     new_channels = [*channels, *kept]
     if "channels" not in data:
         data.insert(0 if "name" not in data else 1, "channels", new_channels)
+        changed = True
+    elif not isinstance(data["channels"], list):
+        data["channels"] = new_channels
         changed = True
     elif current != new_channels:
         changed |= edit_sequence(data["channels"], new_channels)

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from envkit._files import read_text
 from envkit.errors import InputError
 from envkit.project import FILES, kind_of
-from envkit.project.manifest import Found, Manifest
+from envkit.project.manifest import Found, Manifest, shape_error
 from envkit.project.requirements import compiled
 
 if TYPE_CHECKING:
@@ -31,15 +31,25 @@ class Manifested:
     found: Found
 
 
+def _kind(path: Path, text: str) -> Optional[Manifest]:
+    try:
+        return kind_of(path, text)
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        raise shape_error(path, exc) from None
+
+
 def _read(path: Path) -> Manifested:
     text = read_text(str(path))
-    kind = kind_of(path, text)
+    kind = _kind(path, text)
     if kind is None:
         raise InputError(
             f"{path}: not a manifest envkit edits (uv or Poetry pyproject.toml, pixi.toml, "
             "environment.yml, requirements.txt / .in)"
         )
-    return Manifested(path, kind, text, kind.read(path, text))
+    try:
+        return Manifested(path, kind, text, kind.read(path, text))
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:
+        raise shape_error(path, exc) from None
 
 
 def find_manifests(project: str) -> tuple[list[Manifested], list[str]]:
@@ -57,7 +67,7 @@ def find_manifests(project: str) -> tuple[list[Manifested], list[str]]:
         if not path.is_file():
             continue
         text = read_text(str(path))
-        if kind_of(path, text) is None:
+        if _kind(path, text) is None:
             notes.append(f"{path}: not a manifest envkit edits; left alone")
             continue
         found.append(_read(path))

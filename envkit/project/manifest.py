@@ -34,6 +34,7 @@ __all__ = [
     "parse_document",
     "public_range",
     "requirement_name",
+    "shape_error",
     "spaced",
     "unwrap",
 ]
@@ -73,6 +74,15 @@ class Manifest(Protocol):
     def apply(self, path: Path, text: str, want: Want) -> str:
         """The file's text saying ``want``; ``text`` itself, byte for byte, when it already does."""
         ...
+
+
+def shape_error(path: Path, exc: Exception) -> InputError:
+    """A manifest whose fields are not of the kinds its tool takes (``dependencies = "torch"``,
+    ``channels = 3``): the edit cannot say where torch goes; one line, exit 2."""
+    return InputError(
+        f"{path}: a field envkit edits has an unexpected type ({type(exc).__name__}: {exc})",
+        hint="check it with its own tool (uv lock, poetry check, pixi info, conda env create --dry-run)",
+    )
 
 
 def parse_document(path: Path, text: str) -> Any:

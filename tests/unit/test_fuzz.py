@@ -360,6 +360,53 @@ def prop_spec_check(text: str, name: str) -> None:
         assert_answered(*run_cli(["spec", "--check", path, *TARGET]))
 
 
+# -- envkit add / check --project: the project manifests ------------------------------------------
+
+
+@st.composite
+def pyproject_tomls(draw: st.DrawFn) -> str:
+    """A uv or Poetry pyproject.toml whose values are anything (JSON's strings and arrays are TOML's)."""
+    deps = json.dumps(draw(st.lists(pip_lines, max_size=4)))
+    lines = [
+        "[project]",
+        'name = "x"',
+        f"requires-python = {json.dumps(draw(nasty_text))}",
+        f"dependencies = {deps}",
+    ]
+    if draw(st.booleans()):
+        lines += [
+            "[tool.uv.sources]",
+            f"torch = {json.dumps(draw(st.one_of(nasty_text, st.just({'index': 'a'}))))}",
+        ]
+    if draw(st.booleans()):
+        lines += ["[tool.poetry.dependencies]", f"torch = {json.dumps(draw(nasty_text))}"]
+    return _cut(draw, "\n".join(lines) + "\n")
+
+
+@st.composite
+def pixi_tomls(draw: st.DrawFn) -> str:
+    channels = json.dumps(draw(st.lists(nasty_text, max_size=2)))
+    platforms = json.dumps(draw(st.lists(st.one_of(nasty_text, st.just("linux-64")), max_size=2)))
+    lines = ["[workspace]", f"channels = {channels}", f"platforms = {platforms}", "[dependencies]"]
+    lines.append(f"pytorch = {json.dumps(draw(nasty_text))}")
+    if draw(st.booleans()):
+        lines += ["[pypi-dependencies]", f"torch = {json.dumps(draw(nasty_text))}"]
+    return _cut(draw, "\n".join(lines) + "\n")
+
+
+def _cut(draw: st.DrawFn, text: str) -> str:
+    return text[: draw(st.integers(0, len(text)))] if draw(st.integers(0, 4)) == 0 else text
+
+
+def prop_project(text: str, name: str) -> None:
+    with a_file(text, name) as path:
+        folder = str(Path(path).parent)
+        before = Path(path).read_bytes()
+        assert_answered(*run_cli(["check", "--project", folder, *TARGET]))
+        assert_answered(*run_cli(["add", "torch", "--project", folder, *TARGET, "--dry-run"]))
+        assert Path(path).read_bytes() == before  # --dry-run changes nothing
+
+
 # -- the properties, fast and slow ------------------------------------------------------------------
 
 PROPERTIES: list[tuple[str, Any, Callable[..., None]]] = [
@@ -379,6 +426,19 @@ PROPERTIES: list[tuple[str, Any, Callable[..., None]]] = [
     ),
     ("spec --check yml", st.tuples(environment_ymls(), st.just("environment.yml")), prop_spec_check),
     ("spec --check txt", st.tuples(requirements_txts(), st.just("requirements.txt")), prop_spec_check),
+    (
+        "project manifests",
+        st.one_of(
+            st.tuples(pyproject_tomls(), st.just("pyproject.toml")),
+            st.tuples(pixi_tomls(), st.just("pixi.toml")),
+            st.tuples(environment_ymls(), st.just("environment.yml")),
+            st.tuples(requirements_txts(), st.just("requirements.in")),
+            st.tuples(
+                raw_files.map(lambda b: b.decode("latin-1")), st.sampled_from(["pyproject.toml", "pixi.toml"])
+            ),
+        ),
+        prop_project,
+    ),
 ]
 IDS = [name for name, _, _ in PROPERTIES]
 
