@@ -1,4 +1,9 @@
-"""The diagnosis corpus: real setups from public issue threads, rendered as pasted collect_env text.
+"""The diagnosis corpus: real setups from public issue threads, as the text a user pastes.
+
+Three kinds of case (``kind`` in the case file): ``collect_env`` (the facts of a report, rendered
+below), ``error`` (a traceback or log alone) and ``mixed`` (an issue body mixing an error with
+listings: pip, conda, nvidia-smi, ldd, /proc/driver/nvidia/version …). The last two keep the text in
+``cases/<slug>.txt``: the machine-printed lines that carry the facts, excerpted from the thread.
 
 Each case under ``tests/data/diagnosis/cases/<slug>.toml`` keeps the *facts* a public thread shows (the
 fields of ``torch.utils.collect_env.SystemEnv``, torch's own warnings that preceded the report) and what the
@@ -45,9 +50,20 @@ CLASSES = {
     "gpu-names": "7: GPU names, cloud and China SKUs included",
     "knowledge": "8: facts the knowledge base had wrong",
     "healthy": "a healthy environment; the bug was elsewhere",
+    # Error texts (issue 21): each class is a family of messages, found where it is produced.
+    "loader": "9: the loader's failures in torch's own CUDA libraries (nvJitLink, cuSPARSE, …)",
+    "extension": "10: compiled extensions built for another torch (flash-attn, vllm, torchvision's ops)",
+    "cuda-runtime": "11: CUDA at start-up: no kernel image, 802/804, driver too old, a CPU build",
+    "nvml": "12: NVML's driver/library version mismatch",
+    "nccl": "13: NCCL errors and the reason NCCL gives",
+    "compile": "14: torch.compile's toolchain: C compiler, Python.h, libcuda.so",
+    "memory": "15: out of memory held by other processes",
 }
+# How the case reaches doctor --from: a rendered collect_env report, or a text kept beside the case.
+KINDS = ("collect_env", "error", "mixed")
 # Check ids the diagnosis work adds (issue 11); a case may expect them before they exist.
 NEW_CHECK_IDS = frozenset({"torch.cuda_available", "torch.companions", "gpu.mig"})
+TEXT_SUFFIX = ".txt"
 
 # SystemEnv fields a case may set (torch 2.13's namedtuple; cpu_info may be omitted).
 _LIST_FIELDS = ("pip_packages", "conda_packages", "nvidia_gpu_models")
@@ -78,6 +94,8 @@ class Case:
     warnings: tuple[str, ...]
     expect: Expect
     cut_after: Optional[str] = None  # a paste the thread shows cut short: nothing after this label
+    kind: str = "collect_env"
+    text: Optional[str] = None  # error and mixed cases: the excerpted text (cases/<slug>.txt)
 
 
 class CaseError(ValueError):
@@ -102,6 +120,16 @@ def load_case(path: Path) -> Case:
     if not isinstance(warns, list) or not all(isinstance(w, str) for w in warns):
         raise CaseError(f"{path.name}: `warnings` must be a list of strings")
     cause = expect.get("cause")
+    kind = data.pop("kind", "collect_env")
+    if kind not in KINDS:
+        raise CaseError(f"{path.name}: `kind` must be one of {', '.join(KINDS)}")
+    text = None
+    if kind != "collect_env":
+        fixture = path.with_suffix(TEXT_SUFFIX)
+        try:
+            text = fixture.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CaseError(f"{path.name}: a {kind} case keeps its text in {fixture.name}: {exc}") from exc
     return Case(
         slug=path.stem,
         source=str(meta["source"]),
@@ -117,6 +145,8 @@ def load_case(path: Path) -> Case:
             allowed=tuple(expect.get("allowed", ())),
         ),
         cut_after=noise.get("cut_after") if isinstance(noise, dict) else None,
+        kind=kind,
+        text=text,
     )
 
 
@@ -241,7 +271,10 @@ def noise_for(slug: str) -> dict[str, Any]:
 
 
 def render(case: Case, module: Optional[ModuleType] = None) -> str:
-    """The text a user would paste for the case: warnings, report, and that case's noise."""
+    """The text a user would paste for the case: warnings, report, and that case's noise; an error
+    or mixed case's own excerpted text as it is."""
+    if case.text is not None:
+        return case.text
     noise = noise_for(case.slug)
     report = pretty(case, module)
     if not noise["header"]:

@@ -1,7 +1,8 @@
 """How often ``envkit doctor --from`` names the confirmed cause of real setups (a measurement).
 
-Every case of ``tests/data/diagnosis/cases/`` (see tests/data/diagnosis/README.md) is rendered to a
-temporary file as a pasted collect_env report (scripts/diagnosis_corpus.py) and given to the real CLI,
+Every case of ``tests/data/diagnosis/cases/`` (see tests/data/diagnosis/README.md) is written to a
+temporary file as the text a user pastes (scripts/diagnosis_corpus.py: a rendered collect_env report,
+or an error-only / mixed case's own excerpted text) and given to the real CLI,
 ``python -m envkit doctor --from FILE --json``, in a subprocess with a timeout. Then:
 
 - right cause: the expected cause id is among the checks that warn or fail;
@@ -9,8 +10,9 @@ temporary file as a pasted collect_env report (scripts/diagnosis_corpus.py) and 
   absent);
 - false alarm: a healthy case where a check warns or fails that the case does not allow.
 
-It prints one table of the misses and the closing line
-``right cause N/M, cause ranked first N/M, false alarms K/H``; ``--json`` prints the same as JSON;
+It prints one table of the misses, a line per input kind (collect_env, error-only, mixed) and the
+closing line ``right cause N/M, cause ranked first N/M, false alarms K/H``; ``--json`` prints the same
+as JSON;
 ``--case SLUG`` runs one case. The exit status is 0 whatever the figures (it measures, it does not gate);
 2 for a usage error.
 """
@@ -32,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import diagnosis_corpus as corpus  # a sibling script, not a package
 
 TIMEOUT_S = 120
+KIND_LABELS = {"collect_env": "collect_env", "error": "error-only", "mixed": "mixed"}
 BAD = ("warn", "fail")
 
 
@@ -39,6 +42,7 @@ BAD = ("warn", "fail")
 class Outcome:
     slug: str
     klass: str
+    kind: str
     cause: Optional[str]
     healthy: bool
     flagged: list[str] = field(default_factory=list)
@@ -59,7 +63,7 @@ class Outcome:
 
 
 def run_case(case: corpus.Case, text: str) -> Outcome:
-    outcome = Outcome(case.slug, case.klass, case.expect.cause, case.expect.healthy)
+    outcome = Outcome(case.slug, case.klass, case.kind, case.expect.cause, case.expect.healthy)
     with tempfile.TemporaryDirectory(prefix="envkit-diag-") as tmp:
         paste = Path(tmp) / f"{case.slug}.txt"
         paste.write_bytes(text.encode("utf-8"))
@@ -75,6 +79,8 @@ def run_case(case: corpus.Case, text: str) -> Outcome:
         except subprocess.TimeoutExpired:
             outcome.error = f"doctor did not answer in {TIMEOUT_S} s"
             return outcome
+    if proc.returncode == 2 and b"found no error or report envkit knows" in proc.stderr:
+        return outcome  # nothing envkit knows in the text: nothing flagged (right for a healthy case)
     try:
         report = json.loads(proc.stdout)
     except ValueError:
@@ -91,22 +97,32 @@ def run_case(case: corpus.Case, text: str) -> Outcome:
     return outcome
 
 
-def evaluate(cases: list[corpus.Case]) -> tuple[list[Outcome], dict[str, Any]]:
-    module = corpus._collect_env()
-    texts = [corpus.render(case, module) for case in cases]
-    # Two at a time: each doctor is a Python start-up plus a knowledge load; more would crowd the machine.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        outcomes = list(pool.map(run_case, cases, texts))
-    by_slug = {case.slug: case for case in cases}
+def _figures(outcomes: list[Outcome], by_slug: dict[str, corpus.Case]) -> dict[str, Any]:
     broken = [o for o in outcomes if not o.healthy and o.cause]
     healthy = [o for o in outcomes if o.healthy]
     alarms = [o for o in healthy if o.error or o.false_alarms(by_slug[o.slug].expect.allowed)]
-    figures = {
+    return {
         "right_cause": sum(o.right for o in broken),
         "ranked_first": sum(o.first for o in broken),
         "broken": len(broken),
         "false_alarms": len(alarms),
         "healthy": len(healthy),
+    }
+
+
+def evaluate(cases: list[corpus.Case]) -> tuple[list[Outcome], dict[str, Any]]:
+    # torch renders the collect_env cases; the error and mixed ones are text already.
+    module = corpus._collect_env() if any(c.kind == "collect_env" for c in cases) else None
+    texts = [corpus.render(case, module) for case in cases]
+    # Two at a time: each doctor is a Python start-up plus a knowledge load; more would crowd the machine.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outcomes = list(pool.map(run_case, cases, texts))
+    by_slug = {case.slug: case for case in cases}
+    figures = _figures(outcomes, by_slug)
+    figures["by_kind"] = {
+        kind: _figures([o for o in outcomes if o.kind == kind], by_slug)
+        for kind in corpus.KINDS
+        if any(o.kind == kind for o in outcomes)
     }
     return outcomes, figures
 
@@ -133,11 +149,11 @@ def misses(outcomes: list[Outcome], cases: dict[str, corpus.Case]) -> list[Outco
 
 
 def table(rows: list[Outcome]) -> str:
-    header = ("case", "class", "expected cause", "envkit flagged", "summary.cause")
+    header = ("case", "kind", "expected cause", "envkit flagged", "summary.cause")
     body = [
         (
             o.slug,
-            o.klass,
+            o.kind,
             o.cause or "(healthy)",
             o.error or (", ".join(o.flagged) or "-"),
             o.summary_cause or "-",
@@ -188,6 +204,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if missed:
         print(table(missed))
         print()
+    for kind, by_kind in figures["by_kind"].items():
+        print(f"{KIND_LABELS.get(kind, kind):12s} {closing_line(by_kind)}")
     print(closing_line(figures))
     return 0
 

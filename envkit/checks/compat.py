@@ -21,7 +21,7 @@ from envkit.knowledge import Knowledge, load_knowledge
 from envkit.report import CheckResult, Status
 from envkit.resolve import Channel, CudaKind, CudaRequest, Plan, Request, resolve, rules
 from envkit.resolve.target import GpuTarget, Target, is_jetson, target_from_facts, visible_gpu_targets
-from envkit.versions import NvVersion
+from envkit.versions import NvVersion, Version
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -466,6 +466,8 @@ def check_cpu_build_on_gpu(facts: Facts) -> CheckResult:
     if not torch.installed:
         return CheckResult(cid, Status.SKIP, torch_absent(facts))
     usable = [g for g in facts.visible_gpus if g.error is None]
+    if torch.cuda_init_error == "not_compiled" and not usable:
+        return _said_cpu_build(facts)
     if not usable or facts.driver.version is None:
         return CheckResult(cid, Status.SKIP, "no usable NVIDIA GPU on the machine")
     if torch.cuda is not None or torch.hip:
@@ -489,4 +491,41 @@ def check_cpu_build_on_gpu(facts: Facts) -> CheckResult:
         detail="torch.cuda.is_available() is False with this build ('Torch not compiled with CUDA "
         "enabled'); on Windows and macOS a plain `pip install torch` gets the CPU build",
         fix=plan_fix(facts, k),
+    )
+
+
+def _said_cpu_build(facts: Facts) -> CheckResult:
+    """torch said "Torch not compiled with CUDA enabled" where the GPUs are not listed (an error
+    text): the program asked for CUDA of a CPU-only build. The fix is a CUDA build for the driver
+    the text shows (else for CUDA 12, which every driver from 525.60.13 runs)."""
+    k = load_knowledge()
+    target = target_from_facts(facts, k)
+    driver = facts.driver.version
+    fix = "install a CUDA build of torch: `envkit resolve` on the GPU machine names the one its driver runs"
+    for major in (13, 12, 11) if driver is not None else (12,):
+        request = dataclasses.replace(_request(facts), cuda=CudaRequest(CudaKind.MAJOR, major=major))
+        try:
+            plan = resolve(k, target, request)
+        except NoBuildError:
+            continue
+        floor = rules.driver_floor(k, Version(f"{major}.0"))
+        needs = (
+            "" if driver is not None else f"  (CUDA {major} needs driver ≥ {floor.floor}: check nvidia-smi)"
+        )
+        fix = _command(plan, facts) + needs
+        break
+    label = f"torch {facts.torch.version}" if facts.torch.version else "torch"
+    return CheckResult(
+        "torch.cpu_build_on_gpu",
+        Status.FAIL,
+        f"{label} is a CPU-only build and the program asked for CUDA ('Torch not compiled with CUDA "
+        "enabled')",
+        detail=join_lines(
+            f"the NVIDIA driver the text shows: {driver}"
+            if driver
+            else "the text shows no driver or GPU list",
+            "on Windows and macOS a plain `pip install torch` gets the CPU build; a requirements pin "
+            "without the CUDA index does the same on Linux for some releases",
+        ),
+        fix=fix,
     )

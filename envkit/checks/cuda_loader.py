@@ -57,10 +57,35 @@ def is_torch_side(failure: LoadFailure) -> bool:
     )
 
 
+_LABELS: Final = {
+    "nvjitlink": "nvJitLink",
+    "cudart": "the CUDA runtime",
+    "cudnn": "cuDNN",
+    "nccl": "NCCL",
+    "cublas": "cuBLAS",
+    "cusparse": "cuSPARSE",
+    "cusparselt": "cuSPARSELt",
+    "cufft": "cuFFT",
+    "curand": "cuRAND",
+    "cusolver": "cuSOLVER",
+    "nvrtc": "NVRTC",
+    "cupti": "CUPTI",
+}
+# conda's package of each family (conda-forge and the nvidia channel name them alike).
+_CONDA_PACKAGE: Final = {
+    "cudart": "cuda-cudart",
+    "nvrtc": "cuda-nvrtc",
+    "cupti": "cuda-cupti",
+    "cudnn": "cudnn",
+}
+
+
 def _family_label(family: Optional[str]) -> str:
-    return {"nvjitlink": "nvJitLink", "cudart": "the CUDA runtime", "cudnn": "cuDNN", "nccl": "NCCL"}.get(
-        family or "", family or "a library"
-    )
+    return _LABELS.get(family or "", family or "a library")
+
+
+def _in_conda(path: str) -> bool:
+    return any(part in path for part in ("/envs/", "/conda/", "/miniconda", "/anaconda", "/miniforge"))
 
 
 def _wheel(facts: Facts, family: Optional[str]) -> Optional[str]:
@@ -131,11 +156,32 @@ def pasted_failures(facts: Facts) -> Optional[CheckResult]:
         detail += lines
         if folder is not None:
             folders.append(folder)
+        # Where the text shows the loader found the provider (ldd's "X => /path"): outside the wheels,
+        # that folder is the one to take off LD_LIBRARY_PATH.
+        for lib in facts.host.cuda_libs:
+            if lib.source == "ldd" and lib.family == f.provider and _outside(lib.path):
+                detail.append(
+                    f"ldd resolves {os.path.basename(lib.path)} to {lib.path}, outside torch's wheels"
+                )
+                folders.append(os.path.dirname(lib.path))
         if f.provider == "libstdc++":
             fixes.append(
                 "use the environment's own C++ runtime: conda install -c conda-forge libstdcxx-ng (in a "
                 "conda env), or put the folder of a newer libstdc++.so.6 first: "
                 "export LD_LIBRARY_PATH=$CONDA_PREFIX/lib"
+            )
+        elif (
+            _in_conda(f.file)
+            and f.provider in _LABELS
+            and f.needs is not None
+            and f.provider not in ("nccl", "cudnn")
+        ):
+            # A conda env brings its CUDA libraries as packages: one of another CUDA major was
+            # pulled in (pytorch/pytorch#90673: libcusparse 12 under a CUDA 11.7 build).
+            package = _CONDA_PACKAGE.get(f.provider, f"lib{f.provider}")
+            major = f.needs.major
+            fixes.append(
+                f'in the conda env: conda install "{package}>={major},<{major + 1}"  (conda list {package})'
             )
         elif f.kind == "cannot_open" and f.provider != "cuda":
             version = facts.torch.version.public if facts.torch.version else "<version>"
@@ -152,7 +198,13 @@ def pasted_failures(facts: Facts) -> Optional[CheckResult]:
         "library than the one it was built with (pytorch/pytorch#111469, #138460)"
     )
     dirs = sorted(set(folders))
-    fixes.insert(0, LD_FIX.format(dirs=": " + ", ".join(dirs) if dirs else ""))
+    ld_fix = LD_FIX.format(dirs=": " + ", ".join(dirs) if dirs else "")
+    # Where the text names a folder outside the wheels, that is the fix; else a conda env's own
+    # package (if one is named) comes first.
+    if dirs or not fixes:
+        fixes.insert(0, ld_fix)
+    else:
+        fixes.append(ld_fix)
     return CheckResult(
         ID,
         Status.FAIL,

@@ -78,6 +78,12 @@ _INIT_ERRORS: Final = (
             r"Unexpected error from cudaGetDeviceCount\(\)\..{0,160}? Error (?P<code>\d+): "
             r"(?P<what>[^.()\n]{1,120})"
             r"|CUDA error: (?P<said>" + "|".join(re.escape(t) for t in CUDA_ERROR_CODES) + ")"
+            # torch 1.x (THCGeneral.cpp): "cuda runtime error (802) : system not yet initialized"
+            # (only the numbers that mean CUDA cannot start here: 59 is a device-side assert)
+            r"|cuda runtime error \((?P<code1>35|100|802|803|804|999)\) : "
+            r"(?P<what1>[^.()\n]{1,120}?)(?= at |$)"
+            # the runtime's own words wherever another program printed them (CUDA samples, a log)
+            r"|(?P<bare>" + "|".join(re.escape(t) for t in CUDA_ERROR_CODES if t.count(" ") >= 2) + ")"
         ),
     ),
     ("init_failed", r"CUDA driver initialization failed, you might not have a CUDA gpu"),
@@ -97,7 +103,12 @@ _INIT_RES: Final = tuple((kind, re.compile(pattern, re.I)) for kind, pattern in 
 _INIT_WORDS: Final = {
     "driver_too_old": ("too old (found version", "driver version is insufficient"),
     "no_driver": ("found no nvidia driver",),
-    "cuda_error": ("cudagetdevicecount", "cuda error:"),
+    "cuda_error": (
+        "cudagetdevicecount",
+        "cuda error:",
+        "cuda runtime error (",
+        *(t.lower() for t in CUDA_ERROR_CODES),
+    ),
     "init_failed": ("driver initialization failed",),
     "unknown_error": ("cuda unknown error", "cuda error: unknown error"),
     "no_gpus": ("no cuda gpus are available",),
@@ -189,8 +200,11 @@ def read_torch_messages(texts: Iterable[str]) -> TorchMessages:
         groups = match.groupdict()
         if candidate == "driver_too_old" and groups.get("found"):
             driver_cuda = _cuda_version(int(groups["found"]))
-        elif candidate == "cuda_error" and groups.get("said"):
-            message = f"Error {CUDA_ERROR_CODES[groups['said']]}: {groups['said']}"
+        elif candidate == "cuda_error" and (groups.get("said") or groups.get("bare")):
+            said = groups.get("said") or groups["bare"]
+            message = f"Error {CUDA_ERROR_CODES[said]}: {said}"
+        elif candidate == "cuda_error" and groups.get("code1"):
+            message = f"Error {groups['code1']}: {groups['what1'].strip()}"
         elif candidate == "cuda_error":
             message = f"Error {groups['code']}: {groups['what'].strip()}"
         break

@@ -20,6 +20,7 @@ import pytest
 
 from envkit.checks import CHECKS
 from envkit.detect.collect_env import looks_like_collect_env, parse_collect_env
+from envkit.detect.errtext import read_error_text
 from tests.conftest import torch_collect_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,8 @@ def collect_env() -> ModuleType:
 
 
 def test_the_corpus_is_big_enough_and_covers_every_class() -> None:
-    assert len(CASES) >= 40
+    kinds = Counter(case.kind for case in CASES)
+    assert kinds["collect_env"] >= 40 and kinds["error"] >= 20 and kinds["mixed"] >= 10, kinds
     assert sum(case.expect.healthy for case in CASES) >= 8
     counts = Counter(case.klass for case in CASES)
     assert set(counts) == set(corpus.CLASSES), f"classes without a case: {set(corpus.CLASSES) - set(counts)}"
@@ -60,7 +62,24 @@ def test_a_case_cites_its_thread_and_expects_real_checks(case: corpus.Case) -> N
         assert case.klass != "healthy" and case.expect.cause in case.expect.flagged
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.slug for c in CASES])
+TEXT_CASES = [c for c in CASES if c.kind != "collect_env"]
+
+
+@pytest.mark.parametrize("case", TEXT_CASES, ids=[c.slug for c in TEXT_CASES])
+def test_an_error_or_mixed_case_is_text_envkit_reads(case: corpus.Case) -> None:
+    assert case.text is not None and len(case.text) < 4000, "excerpt the lines that carry the facts"
+    reading = read_error_text(case.text)
+    # A healthy case's error is not the environment's (a code bug): nothing there need be known.
+    assert reading.known or case.expect.healthy, f"{case.slug}: nothing envkit knows in the text"
+    listings = set(reading.read) - {"traceback", "log"}
+    # A mixed body has a listing beside the error (pip, conda, nvidia-smi, ldd, /proc, …).
+    assert bool(listings) == (case.kind == "mixed"), reading.read
+
+
+COLLECT_ENV_CASES = [c for c in CASES if c.kind == "collect_env"]
+
+
+@pytest.mark.parametrize("case", COLLECT_ENV_CASES, ids=[c.slug for c in COLLECT_ENV_CASES])
 def test_every_case_renders_to_a_paste_envkit_reads(case: corpus.Case, collect_env: ModuleType) -> None:
     text = corpus.render(case, collect_env)
     assert text == corpus.render(case, collect_env), "the noise must be deterministic"

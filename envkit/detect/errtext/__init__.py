@@ -21,6 +21,7 @@ from envkit.detect.errtext.clean import blob, clean_lines
 from envkit.detect.errtext.families import find_events, find_nccl, find_oom, nccl_version_in, nvml_error
 from envkit.detect.errtext.linker import find_load_failures, python_version_in_paths
 from envkit.detect.errtext.listings import Listings, read_listings, xformers_built_for
+from envkit.detect.host import lib_family
 from envkit.detect.torch_messages import read_torch_messages, with_messages
 from envkit.facts import (
     DeepTorchFacts,
@@ -31,6 +32,7 @@ from envkit.facts import (
     HostFacts,
     LoadFailure,
     PythonFacts,
+    SharedLib,
     ToolkitFacts,
     TorchFacts,
 )
@@ -127,7 +129,7 @@ def _read(text: str) -> TextReading:
     )
     if spoke and "traceback" not in read:
         read.append("log")
-    nccl = nccl_version_in(flat)
+    nccl = nccl_version_in(flat) or listings.nccl
     facts = dataclasses.replace(
         facts,
         errors=dataclasses.replace(
@@ -188,6 +190,8 @@ def _torch_from(listings: Listings, messages: TorchMessages) -> TorchFacts:
     available = listings.xformers.get("pytorch.cuda")
     if available in ("available", "unavailable"):
         deep = DeepTorchFacts(ok=True, version=version, cuda_available=available == "available")
+    elif listings.cuda_available is not None:
+        deep = DeepTorchFacts(ok=True, version=version, cuda_available=listings.cuda_available)
     return with_messages(
         TorchFacts(
             version=version, cuda=cuda, distributions=dists, conda_packages=tuple(listings.conda), deep=deep
@@ -232,7 +236,11 @@ def _from_listings(listings: Listings, messages: TorchMessages, flat: str) -> Fa
         reported.add("toolkits")
     if py_version is not None:
         reported.add("python.version")
-    host = HostFacts(env=listings.env, unanswered=() if "LD_LIBRARY_PATH" in listings.env else ("env",))
+    host = HostFacts(
+        env=listings.env,
+        cuda_libs=_ldd_libs(listings),
+        unanswered=() if "LD_LIBRARY_PATH" in listings.env else ("env",),
+    )
     return Facts(
         host=host,
         driver=DriverFacts(
@@ -247,6 +255,16 @@ def _from_listings(listings: Listings, messages: TorchMessages, flat: str) -> Fa
         unknown=tuple(p for p in _ALL_UNKNOWN if p not in reported),
         notes=(f"read from pasted text ({SOURCE}): what it does not show is unknown",),
     )
+
+
+def _ldd_libs(listings: Listings) -> tuple[SharedLib, ...]:
+    """The CUDA libraries `ldd` said the loader resolves, where it found them."""
+    libs = []
+    for soname, path in listings.ldd:
+        family = lib_family(soname)
+        if family is not None:
+            libs.append(SharedLib(path, family[0], parse_version(family[1] or ""), "ldd"))
+    return tuple(libs)
 
 
 def _with_listings(facts: Facts, listings: Listings) -> Facts:
@@ -266,7 +284,7 @@ def _with_listings(facts: Facts, listings: Listings) -> Facts:
     gpus = facts.gpus or _gpus(listings)
     if gpus:
         unknown -= {"gpus"}
-    host = facts.host
+    host = dataclasses.replace(facts.host, cuda_libs=(*facts.host.cuda_libs, *_ldd_libs(listings)))
     if listings.env:
         env = {**listings.env, **host.env}
         unanswered = tuple(u for u in host.unanswered if u != "env" or "LD_LIBRARY_PATH" not in env)

@@ -30,6 +30,7 @@ _TAG_RE: Final = re.compile(
     re.IGNORECASE,
 )
 _QUOTE_RE: Final = re.compile(r"^(?:[ \t]*>)+[ \t]?")
+_BULLET_RE: Final = re.compile(r"^\s*[-*+]\s+(?=\S)")
 _FENCE_RE: Final = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
 # rich's box characters (rich.box.ROUNDED / HEAVY, as its tracebacks draw them).
 _BOX_RULE_RE: Final = re.compile(r"^[\s╭╮╰╯┏┓┗┛─━═┌┐└┘├┤┬┴┼╔╗╚╝]*$")
@@ -44,6 +45,8 @@ def _plain(line: str) -> str:
         line = html.unescape(line)
     if line[:1] == ">" or line.lstrip()[:1] == ">":
         line = _QUOTE_RE.sub("", line)
+    if "**" in line:  # markdown bold around a label: "- **PyTorch version**: 2.5.1"
+        line = _BULLET_RE.sub("", line.replace("**", ""))
     return line.replace("\t", "    ")
 
 

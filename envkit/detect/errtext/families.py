@@ -60,7 +60,8 @@ def _mib(match: Optional[re.Match[str]], name: str) -> Optional[float]:
     return round(float(match.group(name)) * {**_UNITS, **_UNITS_BIG}[unit], 2)
 
 
-_OOM_RE: Final = re.compile(r"CUDA out of memory\. Tried to allocate " + _size("tried"))
+# A paste often starts at "Tried to allocate": the sizes after it are the evidence.
+_OOM_RE: Final = re.compile(r"(?:CUDA out of memory\. )?Tried to allocate " + _size("tried"))
 _TOTAL_RE: Final = re.compile(
     r"GPU (?P<gpu>\d+) has a total capac?i?ty of "
     + _size("total")
@@ -89,7 +90,7 @@ _OLD_OOM_RE: Final = re.compile(
 def find_oom(text: str) -> Optional[CudaOom]:
     """torch's out-of-memory figures (the first report in the text), or an empty record for
     "CUDA error: out of memory"; None when the text has neither."""
-    start = _OOM_RE.search(text) if "out of memory" in text else None
+    start = _OOM_RE.search(text) if "Tried to allocate" in text else None
     if start is None:
         return CudaOom() if "CUDA error: out of memory" in text else None
     window = text[start.start() : start.start() + 1200]
@@ -138,10 +139,10 @@ _NCCL_RESULTS: Final = (
     "remote process exited or there was a network error",
     "timeout",
 )
+# torch 2.x: "NCCL error in: <file:line>, <result>"; torch 1.x: "NCCL Error 2: <result>";
+# nccl-tests: "Test NCCL failure common.cu:777 '<result>'".
 _NCCL_RE: Final = re.compile(
-    r"NCCL error(?: in: \S+)?,? (?P<result>"
-    + "|".join(_NCCL_RESULTS)
-    + r")(?: \(run with NCCL_DEBUG=\w+ for details\))?"
+    r"NCCL (?:error|Error|failure)(?: in: \S+,| \d+:| \S+:\d+)? '?(?P<result>" + "|".join(_NCCL_RESULTS) + ")"
 )
 _NCCL_NAMES: Final = {
     "ncclSystemError": "unhandled system error",
@@ -202,7 +203,12 @@ def find_nccl(text: str) -> Optional[NcclFailure]:
 
 
 _NVML_ERRORS: Final = (
-    (r"Failed to initialize NVML: Driver/library version mismatch", "LibRmVersionMismatch"),
+    # nvidia-smi's words, and the NVIDIA Container Toolkit's ("nvidia-container-cli: initialization
+    # error: nvml error: driver/library version mismatch")
+    (
+        r"(?i:(?:Failed to initialize NVML|nvml error): Driver/library version mismatch)",
+        "LibRmVersionMismatch",
+    ),
     (
         r"NVRM: API mismatch: the client has the version \S+, but this kernel module has the version",
         "LibRmVersionMismatch",
@@ -220,7 +226,7 @@ _API_MISMATCH_RE: Final = re.compile(
 def nvml_error(text: str) -> Optional[str]:
     """NVML's error as envkit.detect.driver names it ("LibRmVersionMismatch: …"), from nvidia-smi's
     or the kernel log's words; None when the text has none."""
-    if "NVML" not in text and "NVRM" not in text and "NVIDIA-SMI" not in text:
+    if "NVML" not in text and "nvml" not in text and "NVRM" not in text and "NVIDIA-SMI" not in text:
         return None
     for pattern, name in _NVML_ERRORS:
         match = re.search(pattern, text)
@@ -246,6 +252,8 @@ _EVENTS: Final = (
     ("triton_libcuda", r"libcuda\.so cannot found!", "ldconfig"),
     ("triton_lcuda", r"cannot find -lcuda\b", "libcuda.so"),
     ("torchvision_ops", r"operator (?P<code>\w+::\w+) does not exist", None),
+    # torch 1.x (torch/_ops.py, torch._C._jit_get_operation): "No such operator torchvision::nms"
+    ("torchvision_ops", r"No such operator (?P<code>\w+::\w+)", None),
     (
         "torchvision_ops",
         r"Couldn't load custom C\+\+ ops\. This can happen if your PyTorch and torchvision",

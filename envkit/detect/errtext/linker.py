@@ -35,9 +35,15 @@ from envkit.versions import Version, parse_version
 
 __all__ = ["find_load_failures", "owner", "python_version_in_paths"]
 
-_FILE: Final = r"[^\s:'\"()\[\]{}<>,]+?\.(?:so(?:\.[0-9][\w.]*)?|pyd)"
+_FILE: Final = r"[^\s:'\"`()\[\]{}<>,]+?\.(?:so(?:\.[0-9][\w.]*)?|pyd)"
 _UNDEFINED_RE: Final = re.compile(
-    rf"(?P<file>{_FILE}): undefined symbol: (?P<symbol>[^\s,'\"]+)(?:, version (?P<version>[^\s'\"]+))?"
+    rf"(?P<file>{_FILE}): undefined symbol: (?P<symbol>[^\s,'\"`]+)(?:, version (?P<version>[^\s'\"`]+))?"
+)
+# elf/dl-lookup.c check_match: "<object>: symbol <name>, version <library> not defined in file
+# <file> with link time reference" (the library found has no such version of the symbol).
+_NOT_DEFINED_RE: Final = re.compile(
+    rf"(?P<file>{_FILE}): symbol (?P<symbol>[^\s,'\"]+), version (?P<version>\S+) not defined in file "
+    r"\S+ with link time reference"
 )
 _CANNOT_OPEN_RE: Final = re.compile(rf"(?P<file>{_FILE}): cannot open shared object file")
 _NOT_FOUND_RE: Final = re.compile(
@@ -46,6 +52,7 @@ _NOT_FOUND_RE: Final = re.compile(
 _CUDNN_9_RE: Final = re.compile(r"Unable to load any of \{(?P<first>lib\w+\.so[\w.]*)")
 # site-packages/<top>/… or dist-packages/<top>; conda's and Debian's layouts alike.
 _SITE_RE: Final = re.compile(r"(?:site|dist)-packages/(?P<top>[^/\s'\"]+)(?P<rest>/[^\s'\"]*)?")
+_MODULE_FILE_RE: Final = re.compile(r"^(?!lib)(?P<module>[A-Za-z_]\w*)\.(?:cpython-\d+\S*|abi3)\.so$")
 _PY_PATH_RE: Final = re.compile(r"/python(?P<v>3\.\d{1,2})t?/(?:site|dist)-packages/")
 _PY_TAG_RE: Final = re.compile(r"\.cpython-3(?P<minor>\d{1,2})t?-")
 # torch's C++ namespaces as the Itanium ABI mangles them (_ZN3c10…, _ZNK2at…, _ZTVN5torch…).
@@ -94,7 +101,7 @@ _SYMBOL_VERSION_RE: Final = re.compile(r"_(?P<major>\d{2})_(?P<minor>\d{1,2})$")
 
 
 def _trim(text: str) -> str:
-    return redact(text.rstrip(".;:)'\""))
+    return redact(text.rstrip(".;:)'\"`"))
 
 
 def owner(path: str) -> Optional[str]:
@@ -108,7 +115,13 @@ def owner(path: str) -> Optional[str]:
     # torch's own loads name "…/torch/lib/../../nvidia/cusparse/lib/…": the file is the nvidia wheel's.
     match = _SITE_RE.search(posixpath.normpath(path))
     if match is None:
-        return None
+        # A bare extension module's file name (flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so,
+        # _C.abi3.so), as some tracebacks print it: named by its module. A lib*.so is a library.
+        bare = _MODULE_FILE_RE.match(path)
+        if bare is None:
+            return None
+        module = bare.group("module")
+        return _MODULE_DIST.get(module) or str(canonicalize_name(module.replace("_", "-")))
     top = match.group("top")
     module = top.split(".", 1)[0]
     if module == "nvidia":
@@ -157,6 +170,20 @@ def find_load_failures(text: str) -> tuple[LoadFailure, ...]:
         for m in _UNDEFINED_RE.finditer(text):
             symbol = _trim(m.group("symbol"))
             version = _trim(m.group("version")) if m.group("version") else None
+            provider, needs = _provider(symbol, version)
+            failure = LoadFailure(
+                "undefined_symbol",
+                _trim(m.group("file")),
+                symbol=symbol,
+                library=version,
+                package=owner(m.group("file")),
+                provider=provider,
+                needs=needs,
+            )
+            found.setdefault((failure.kind, failure.file, symbol), failure)
+    if "with link time reference" in text:
+        for m in _NOT_DEFINED_RE.finditer(text):
+            symbol, version = _trim(m.group("symbol")), _trim(m.group("version"))
             provider, needs = _provider(symbol, version)
             failure = LoadFailure(
                 "undefined_symbol",

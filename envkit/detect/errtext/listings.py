@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Final, Optional
 
-from envkit.detect.driver import parse_nvidia_smi_header
+from envkit.detect.driver import parse_nvidia_smi_header, parse_proc_version
 from envkit.detect.host import relevant_env
 from envkit.detect.toolkit import parse_nvcc_version
 from envkit.facts import CondaPackage, Distribution
@@ -59,6 +59,20 @@ _XF_RE: Final = re.compile(r"^\s*(?P<key>[a-z][a-z0-9_.]*[a-z0-9])\s*:\s+(?P<val
 _XF_TITLE_RE: Final = re.compile(r"^\s*xFormers\s+(?P<version>\d\S*)\s*$")
 _VLLM_RE: Final = re.compile(r"^\s*vLLM Version\s*:\s*(?P<version>\d\S*)", re.I)
 _ENV_RE: Final = re.compile(r"^\s*(?P<name>[A-Z][A-Z0-9_]{1,63})=(?P<value>\S*)\s*$")
+# `pip show`: "Name: torch" then "Version: 2.4.0+cu121" (pip src/pip/_internal/commands/show.py)
+_SHOW_NAME_RE: Final = re.compile(rf"^\s*Name:\s+(?P<name>{_NAME})\s*$")
+_SHOW_VERSION_RE: Final = re.compile(rf"^\s*Version:\s+(?P<version>{_VERSION})\s*$")
+# ldd: "\tlibnvJitLink.so.12 => /usr/local/cuda-12.1/lib64/libnvJitLink.so.12 (0x00007…)"
+_LDD_RE: Final = re.compile(r"^\s*(?P<soname>lib[\w+.-]+\.so[\w.]*) => (?P<path>/\S+) \(0x[0-9a-f]+\)\s*$")
+# What people print to check CUDA: `print("CUDA available:", torch.cuda.is_available())`,
+# `torch.cuda.is_available(): False` (collect_env's own "Is CUDA available" is read with its report).
+_AVAILABLE_RE: Final = re.compile(
+    r"^\s*(?:torch\.cuda\.is_available\(\)|CUDA available)\s*[:=]?\s*(?P<value>True|False)\s*$", re.I
+)
+# Debian's `apt list --installed` / `dpkg -l`: "libnccl2/unknown,now 2.8.4-1+cuda11.2 amd64 [installed]"
+_APT_NCCL_RE: Final = re.compile(
+    r"^\s*(?:ii\s+)?libnccl2(?:/\S+|:\w+)?\s+(?P<version>\d+\.\d+\.\d+)-\d+\+cuda(?P<cuda>\d+\.\d+)"
+)
 
 
 @dataclass
@@ -76,6 +90,9 @@ class Listings:
     nvcc: Optional[Version] = None
     env: dict[str, str] = field(default_factory=dict)
     xformers: dict[str, str] = field(default_factory=dict)  # xformers.info's keys
+    ldd: list[tuple[str, str]] = field(default_factory=list)  # (soname, the path ldd resolved it to)
+    nccl: Optional[tuple[Version, Optional[Version]]] = None  # a system libnccl2 package and its CUDA
+    cuda_available: Optional[bool] = None  # a printed torch.cuda.is_available()
 
     def saw(self, kind: str) -> None:
         if kind not in self.read:
@@ -91,8 +108,30 @@ def read_listings(lines: list[str]) -> Listings:
     found = Listings()
     mode: Optional[str] = None  # "pip" after pip list's rule, "conda" after conda's header
     env_run: list[tuple[str, str]] = []
+    shown: Optional[str] = None  # the "Name:" of a `pip show` block, until its "Version:"
+    echo_ld = False  # the line before was `echo $LD_LIBRARY_PATH`: this one is its value
     for raw in lines:
         line = raw.rstrip()
+        if echo_ld and line.strip():
+            echo_ld = False
+            if line.strip().startswith("/"):
+                found.env.setdefault("LD_LIBRARY_PATH", line.strip())
+                found.saw("environment variables")
+                continue
+        if line.rstrip().endswith("echo $LD_LIBRARY_PATH"):
+            echo_ld = True
+            continue
+        if "Name:" in line or (shown and "Version:" in line):
+            named = _SHOW_NAME_RE.match(line)
+            if named is not None:
+                shown = named.group("name")
+                continue
+            version = _SHOW_VERSION_RE.match(line)
+            if shown and version is not None:
+                found.add(shown, version.group("version"))
+                found.saw("pip show")
+                shown = None
+                continue
         if not line.strip():
             mode = None if mode == "pip-header" else mode
             _flush_env(env_run, found)
@@ -142,13 +181,39 @@ def _conda_row(found: Listings, row: re.Match[str]) -> None:
 def _one_line(found: Listings, line: str) -> None:
     """The listings recognised by a line of their own (each regex behind a cheap test: a long log
     is mostly lines that are none of these)."""
-    if line.lstrip().startswith("|"):
+    if line.lstrip().startswith("|") or "NVIDIA-SMI" in line:
         _smi_line(found, line)
         return
+    if "NVRM version:" in line:
+        loaded, _module = parse_proc_version(line[line.index("NVRM version:") :])
+        if loaded is not None:
+            found.driver = found.driver or loaded
+            found.saw("/proc/driver/nvidia/version")
+        return
+    if " => /" in line:
+        ldd = _LDD_RE.match(line)
+        if ldd is not None:
+            found.ldd.append((ldd.group("soname"), ldd.group("path")))
+            found.saw("ldd")
+        return
+    if "libnccl2" in line:
+        apt = _APT_NCCL_RE.match(line)
+        if apt is not None:
+            nccl = parse_version(apt.group("version"))
+            if nccl is not None:
+                found.nccl = (nccl, parse_version(apt.group("cuda")))
+                found.saw("system packages")
+        return
+    if "available" in line:
+        printed = _AVAILABLE_RE.match(line)
+        if printed is not None:
+            found.cuda_available = printed.group("value").lower() == "true"
+            found.saw("torch.cuda.is_available()")
+            return
     if "Cuda compilation tools" in line:
-        version, _build = parse_nvcc_version(line)
-        if version is not None:
-            found.nvcc = found.nvcc or version
+        nvcc, _build = parse_nvcc_version(line)
+        if nvcc is not None:
+            found.nvcc = found.nvcc or nvcc
             found.saw("nvcc --version")
         return
     if "vLLM" in line or "vllm" in line:

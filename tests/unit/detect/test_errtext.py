@@ -373,3 +373,90 @@ def test_clean_lines_drops_colour_codes_and_fences() -> None:
 )
 def test_text_without_anything_known(text: str) -> None:
     assert not read_error_text(text).known
+
+
+# More general forms: older wordings and other tools' outputs ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("said", "code"),
+    [
+        (
+            "RuntimeError: cuda runtime error (803) : system has unsupported display driver / cuda driver combination at x.cpp:51",
+            "803",
+        ),
+        ("ERROR: CUDA failure 804: forward compatibility was attempted on non supported HW", "804"),
+        ("ggml_cuda_init: failed to initialize CUDA: system not yet initialized", "802"),
+    ],
+)
+def test_cuda_start_up_errors_in_other_wordings(said: str, code: str) -> None:
+    facts = read_error_text(said).facts
+    assert facts.torch.cuda_init_error == "cuda_error"
+    assert facts.torch.cuda_init_message is not None and facts.torch.cuda_init_message.startswith(
+        f"Error {code}"
+    )
+
+
+def test_a_device_side_assert_is_not_a_start_up_error() -> None:
+    facts = read_error_text(
+        "RuntimeError: cuda runtime error (59) : device-side assert triggered at x.cu:10"
+    ).facts
+    assert facts.torch.cuda_init_error is None
+
+
+def test_listings_of_other_tools() -> None:
+    text = (
+        "$ pip show torch\nName: torch\nVersion: 2.3.1+cu118\nSummary: Tensors\n"
+        "$ cat /proc/driver/nvidia/version\nNVRM version: NVIDIA UNIX Open Kernel Module for x86_64  560.35.03  Release Build\n"
+        "$ ldd libcublas.so.11\n\tlibcublasLt.so.11 => /opt/cuda-11.3/lib64/libcublasLt.so.11 (0x00007f00)\n"
+        "$ echo $LD_LIBRARY_PATH\n/opt/cuda-11.3/lib64\n"
+        "ii  libnccl2  2.19.3-1+cuda12.3  amd64  NVIDIA Collective Communication Library\n"
+        "torch.cuda.is_available(): False\n"
+    )
+    reading = read_error_text(text)
+    facts = reading.facts
+    assert {"pip show", "/proc/driver/nvidia/version", "ldd", "system packages"} <= set(reading.read)
+    assert str(facts.torch.version) == "2.3.1+cu118" and str(facts.driver.version) == "560.35.03"
+    assert [(lib.family, lib.path, lib.source) for lib in facts.host.cuda_libs] == [
+        ("cublas", "/opt/cuda-11.3/lib64/libcublasLt.so.11", "ldd")
+    ]
+    assert facts.host.env["LD_LIBRARY_PATH"] == "/opt/cuda-11.3/lib64"
+    assert facts.errors.nccl_version == Version("2.19.3") and facts.errors.nccl_cuda == Version("12.3")
+    assert facts.torch.deep is not None and facts.torch.deep.cuda_available is False
+
+
+def test_a_link_time_reference_and_a_bare_module_name() -> None:
+    text = (
+        "ImportError: /opt/conda/lib/python3.9/site-packages/torch/lib/libtorch_cuda_cu.so: symbol "
+        "cusparseSpSM_analysis, version libcusparse.so.11 not defined in file libcusparse.so.11 with link time reference\n"
+        "ImportError: selective_scan_cuda.cpython-312-x86_64-linux-gnu.so: undefined symbol: _ZN3c107WarningC1ESt7variant\n"
+    )
+    failures = read_error_text(text).facts.errors.load_failures
+    assert {(f.package, f.provider, f.needs) for f in failures} == {
+        ("mamba-ssm", "torch", None),
+        ("torch", "cusparse", Version("11")),
+    }
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "RuntimeError: NCCL Error 2: unhandled system error",
+        "node1: Test NCCL failure common.cu:892 'unhandled system error'",
+        (
+            "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.cpp:77, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.26.2+cuda12.8"
+        ),
+    ],
+)
+def test_nccl_results_in_every_wording(said: str) -> None:
+    nccl = read_error_text(said).facts.errors.nccl
+    assert nccl is not None and nccl.result == "unhandled system error" and nccl.cause is None
+
+
+def test_an_oom_pasted_from_tried_to_allocate() -> None:
+    oom = read_error_text(
+        "Tried to allocate 1.50 GiB (GPU 3; 15.90 GiB total capacity; 2.10 GiB already allocated; "
+        "10.06 MiB free; 2.20 GiB reserved in total by PyTorch)"
+    ).facts.errors.oom
+    assert oom is not None and oom.gpu == 3 and oom.free_mib == pytest.approx(10.06)
