@@ -78,3 +78,20 @@ def test_equal_versions_written_otherwise_get_their_own_text() -> None:
         with pytest.raises(NoBuildError) as caught:
             resolve(k, target, Request(torch=SpecifierSet(spec)))
         assert f"--torch {spec} " in str(caught.value)
+
+
+def test_a_full_memo_still_remembers_the_newest_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A long run (a fleet, the test suite in one worker) asks more distinct questions than the bound:
+    # the oldest answers make room, so the same question asked twice in a row is still answered once.
+    # (A memo that stopped storing when full made the first test above fail after 512 other questions.)
+    from envkit import resolve as resolve_module
+
+    monkeypatch.setattr(resolve_module, "_ANSWERS_MAX", 4)
+    monkeypatch.setattr(resolve_module, "_ANSWERS", {})
+    k = load_knowledge()
+    for driver in ("535.104.05", "550.54.15", "560.35.03", "570.86.10", "575.51.03"):
+        resolve(k, _h100(driver), Request())
+    assert len(resolve_module._ANSWERS) == 4
+    first = resolve(k, _h100("580.65.06"), Request())
+    assert resolve(k, _h100("580.65.06"), Request()) is first
+    assert len(resolve_module._ANSWERS) == 4
