@@ -253,7 +253,11 @@ def lay_out(
     extra_index = list(pip_args(pypi_mirror, plan.variant, reveal_credentials=True)) if pypi_mirror else []
     # The extensions' wheels join the packages installed with torch held (constraints.txt), so that
     # pip fails rather than replaces the planned torch; source builds are steps of their own.
-    ext_requirements, ext_options, _notes = extension_specs(plan, offline=request.offline)
+    torch_args = source.argv()
+    torch_index = torch_args[torch_args.index("--index-url") + 1] if "--index-url" in torch_args else None
+    ext_requirements, ext_options, _notes = extension_specs(
+        plan, offline=request.offline, by_version=pypi_mirror is not None, torch_index=torch_index
+    )
     staging = prefix.with_name(f".{prefix.name}.envkit-spec")
     python = prefix / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
     job = Job(

@@ -220,13 +220,16 @@ def pip_source(
 
 
 def extension_specs(
-    plan: Plan, *, offline: bool = False
+    plan: Plan, *, offline: bool = False, by_version: bool = False, torch_index: Optional[str] = None
 ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """(requirements, pip options, comment lines) for the plan's extensions: each wheel by its exact
     URL with its sha256 where the source publishes one (pip checks it), or pinned from its
-    find-links page / index; ``offline``: pinned by version (the wheelhouse holds them). A source
-    build is not a requirement line: it needs --no-build-isolation, which pip takes for a whole
-    run, so it is a comment with the command (envkit create runs it as its own step)."""
+    find-links page / index. ``by_version``: pinned by version instead (a PyPI mirror serves the
+    files, so PyPI's URLs would bypass it); ``offline``: the same, from the wheelhouse alone;
+    ``torch_index``: the torch index envkit uses for the plan, which then also serves the extensions
+    published on download.pytorch.org (xformers' +cuNNN builds). A source build is not a requirement
+    line: it needs --no-build-isolation, which pip takes for a whole run, so it is a comment with the
+    command (envkit create runs it as its own step)."""
     requirements: list[str] = []
     options: list[str] = []
     notes: list[str] = []
@@ -240,18 +243,27 @@ def extension_specs(
                     f"{pick.name} {pick.version} has no wheel for torch {plan.torch}+{plan.variant}: "
                     f"build it after this file, with {b.nvcc}, {b.compiler} ({b.time}):"
                 ),
-                f"  {env} {arch} pip install {' '.join(b.requires)} && {env} {arch} pip install "
-                f"--no-build-isolation '{pick.requirement}'".replace("  ", " ").replace("# ", "#  "),
+                (
+                    f"  {env} {arch} pip install {' '.join(b.requires)} && {env} {arch} pip install "
+                    f"--no-build-isolation '{pick.requirement}'"
+                ),
             ]
             continue
-        if offline:
-            requirements.append(f"{pick.name}=={pick.version}")
-            continue
-        requirements.append(pick.requirement)
+        pinned = pick.where in ("find-links", "index")
+        if offline or (by_version and not pinned):
+            requirements.append(pick.requirement if pinned else f"{pick.name}=={pick.version}")
+            if offline:
+                continue
+        else:
+            requirements.append(pick.requirement)
         if pick.where == "find-links" and pick.index:
             options += ["--find-links", pick.index]
-        elif pick.where == "index" and pick.index and pick.index != plan.index_url:
-            options += ["--extra-index-url", pick.index]
+        elif pick.where == "index" and pick.index:
+            index = pick.index
+            if torch_index and plan.index_url and index.rstrip("/") == plan.index_url.rstrip("/"):
+                index = torch_index  # the mirror that serves the plan's torch index
+            if index.rstrip("/") != (torch_index or plan.index_url or "").rstrip("/"):
+                options += ["--extra-index-url", index]
     if requirements and not offline:
         notes.append(
             "Extensions: "
@@ -259,9 +271,10 @@ def extension_specs(
             + f" (wheels for torch {plan.torch}+{plan.variant}; a URL's #sha256= is checked by pip)."
         )
     deduped: list[str] = []
-    for i in range(0, len(options), 2):
-        if options[i : i + 2] not in [deduped[j : j + 2] for j in range(0, len(deduped), 2)]:
-            deduped += options[i : i + 2]
+    for k in range(0, len(options), 2):
+        pair = options[k : k + 2]
+        if pair not in [deduped[m : m + 2] for m in range(0, len(deduped), 2)]:
+            deduped += pair
     return tuple(requirements), tuple(deduped), tuple(notes)
 
 

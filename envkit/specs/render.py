@@ -165,7 +165,7 @@ def render_specs(
             hint="add --pip-in-conda to install torch with pip from that mirror, or give a conda mirror",
         )
     extras = tuple(template.pip_packages) if native_conda else (*template.packages, *template.pip_packages)
-    ext_requirements, ext_options, ext_notes = extension_specs(plan)
+    ext_requirements, ext_options, ext_notes = extension_specs(plan, by_version="pypi" in mirrors)
     extras = (*extras, *ext_requirements)
     if native_conda:
         source = pypi_source(extras, mirrors.get("pypi"))
