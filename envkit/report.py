@@ -288,9 +288,10 @@ def report_from_json(data: object, where: str) -> Report:
     if "facts" not in data:
         raise InputError(f"{where}: the report has no 'facts'")
     facts = facts_from_json(data["facts"], f"{where}: facts")
-    checks = tuple(
-        from_jsonable(CheckResult, c, f"{where}: checks[{i}]") for i, c in enumerate(data.get("checks") or [])
-    )
+    saved = data.get("checks") or []
+    if not isinstance(saved, list):  # `"checks": 5` was an internal error (TypeError), exit 70
+        raise InputError(f"{where}: checks: expected a list of check results, got {type(saved).__name__}")
+    checks = tuple(from_jsonable(CheckResult, c, f"{where}: checks[{i}]") for i, c in enumerate(saved))
     return Report(
         facts=facts,
         checks=checks,

@@ -33,7 +33,7 @@ class _Bytes:
         return self._sink._take(data.decode("utf-8", "replace"))
 
     def flush(self) -> None:
-        self._sink._check()
+        pass  # nothing is held back: a write that does not fit fails at once
 
 
 class Sink(io.TextIOBase):
@@ -78,7 +78,7 @@ class Sink(io.TextIOBase):
         return self._take(text)
 
     def flush(self) -> None:
-        self._check()
+        pass  # as above: an empty flush writes nothing, even to /dev/full
 
     def text(self) -> str:
         return "".join(self.taken)

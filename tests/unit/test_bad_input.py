@@ -649,3 +649,16 @@ def test_a_mirror_url_with_a_line_of_its_own_is_refused(tmp_path: Path, mirror: 
 )
 def test_over_long_and_control_character_values_are_one_line(args: list[str], words: str) -> None:
     assert_input_error(envkit(*args), words)
+
+
+def test_a_link_loop_in_a_fleet_folder_is_one_unreadable_report(tmp_path: Path) -> None:
+    # One self-referencing link among the reports failed the whole fleet ("cannot list this folder").
+    folder = fleet_folder(tmp_path, good=2)
+    (folder / "node-9.json").unlink()
+    (folder / "loop.json").symlink_to("loop.json")
+    (folder / "gone.json").symlink_to("nowhere.json")
+    result = envkit("fleet", str(folder))
+    assert result.exit_code == 1, result.stderr
+    assert "envkit fleet — 2 nodes" in result.stdout
+    assert "loop.json: cannot read it (Too many levels of symbolic links)" in result.stdout
+    assert "gone.json: cannot read it (No such file or directory)" in result.stdout
