@@ -135,6 +135,7 @@ class _Evaluator:
         self.windows = target.platform.startswith("windows")
         # The GPUs against the driver: the same for every CUDA candidate.
         self.branch_needed: Optional[str] = None
+        self.branch_floor: Optional[int] = None  # the branch the GPUs need at least (R520), if newer
         self.gpu_driver_failures = self._gpu_driver_failures()
         self.jetson = jetson_gpus(k, target)
 
@@ -258,6 +259,7 @@ class _Evaluator:
                 )
             elif v.status is rules.BranchStatus.TOO_OLD:
                 self.branch_needed = f"R{v.first_branch}"
+                self.branch_floor = max(self.branch_floor or 0, v.first_branch or 0) or None
                 failures.append(
                     (
                         "gpu_driver",
@@ -427,7 +429,7 @@ def _resolve(k: Knowledge, target: Target, request: Request) -> Plan:
     if request.extensions:
         machine = [(c.release, c.variant) for c in admitted if {r for r, _ in c.failures} == {"extension"}]
         summary = ext_rule.conflict(summary, machine, target, request)
-    ways = _ways_out(candidates, target, request, evaluator.branch_needed)
+    ways = _ways_out(candidates, target, request, evaluator.branch_needed, evaluator.branch_floor)
     raise NoBuildError(summary, rejected=reasons, ways_out=ways)
 
 
@@ -532,16 +534,33 @@ def _no_build_reasons(
         + (f"; {request.available.describe()}" if request.available is not None else "")
     )
     missing = [c for c in pool if c.failures[0][0] in ("platform", "channel", "available")]
-    reasons: list[RejectedBuild] = []
+    # Releases without wheels for the target's Python are one line, ranked by the newest of them:
+    # an error that listed torch 1.13 … 1.10 first, each on its own line, hid what mattered.
+    python = [c for c in pool if c not in missing and c.failures[0][0] == "python"]
+    ranked: list[tuple[Version, RejectedBuild]] = []
     seen: set[str] = set()
     for cand in pool:
-        if cand in missing:
+        if cand in missing or cand in python:
             continue
         rule, reason = cand.failures[0]
-        key = reason if rule in ("driver", "gpu_driver", "python", "jetson", "extension") else cand.name
+        key = reason if rule in ("driver", "gpu_driver", "jetson", "extension") else cand.name
         if key not in seen:
             seen.add(key)
-            reasons.append(RejectedBuild(cand.name, rule, reason))
+            ranked.append((cand.release.torch, RejectedBuild(cand.name, rule, reason)))
+    if python:
+        releases = {c.release.torch: c.release for c in python}
+        versions = sorted(releases)
+        top = max(releases[v].python_on(target.platform)[-1] for v in versions)
+        span = str(versions[0]) if len(versions) == 1 else f"{versions[0]} … {versions[-1]}"
+        what = f"no wheels for Python {target.python} (the newest Python they have: {top})"
+        record = RejectedBuild(
+            f"torch {span} ({len(versions)} releases)", "python", what, count=len(versions)
+        )
+        if len(versions) == 1:
+            record = RejectedBuild(python[0].name, "python", python[0].failures[0][1])
+        ranked.append((versions[-1], record))
+    # The newest release's reasons first (stable: the machine's reasons stay in their order).
+    reasons = [r for _, r in sorted(ranked, key=lambda item: item[0], reverse=True)]
     for rule in ("platform", "channel", "available"):
         versions = sorted({c.release.torch for c in missing if c.failures[0][0] == rule})
         if versions:
@@ -558,7 +577,11 @@ def _no_build_reasons(
 
 
 def _ways_out(
-    candidates: list[_Candidate], target: Target, request: Request, branch_needed: Optional[str]
+    candidates: list[_Candidate],
+    target: Target,
+    request: Request,
+    branch_needed: Optional[str],
+    branch_floor: Optional[int] = None,
 ) -> tuple[WayOut, ...]:
     """The nearest ways out: for each single rule, the newest candidate that fails only on it
     (``branch_needed``: the driver branch the GPUs need, "R520", when one does not drive them)."""
@@ -583,6 +606,25 @@ def _ways_out(
         )
         text = f"upgrade the driver to ≥ {best} (for torch {cand.name})"
         ways.append(WayOut("driver", text, candidate=cand.name, driver=str(best)))
+    if not driver_only and branch_floor is not None:
+        # The GPUs need a newer branch (an RTX 5090 R570, an A100 on 418 R450): one upgrade answers
+        # the GPUs and the build's CUDA alike; the smallest, then the newest listed torch.
+        branch = NvVersion(f"{branch_floor}.0")
+        needs = [
+            (max(c.needed_driver or branch, branch), c)
+            for c in candidates
+            if "gpu_driver" in {r for r, _ in c.failures}
+            and {r for r, _ in c.failures} <= {"driver", "gpu_driver"}
+        ]
+        if needs:
+            best = min(n for n, _ in needs)
+            cand = max((c for n, c in needs if n == best), key=lambda c: (c.listed, c.release.torch))
+            if best == branch:
+                text = f"upgrade the driver to the R{branch_floor} branch or newer (for torch {cand.name})"
+                ways.append(WayOut("driver", text, candidate=cand.name, value=f"R{branch_floor}"))
+            else:
+                text = f"upgrade the driver to ≥ {best} (for torch {cand.name})"
+                ways.append(WayOut("driver", text, candidate=cand.name, driver=str(best)))
     if "jetson" in only or any(rule == "jetson" for c in candidates for rule, _ in c.failures):
         # A Jetson's SBSA candidates also fail on their architectures (Tegra SASS is its own):
         # the JetPack wheels are the way out whether or not "jetson" is a candidate's only failure.
@@ -591,7 +633,7 @@ def _ways_out(
             "docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/"
         )
         ways.append(WayOut("jetson", text))
-    if "gpu_driver" in only:
+    if "gpu_driver" in only and not any(w.rule == "driver" for w in ways):
         cand = only["gpu_driver"]
         ways.append(WayOut("gpu_driver", cand.failures[0][1], candidate=cand.name, driver=branch_needed))
     if "cuda" in only:

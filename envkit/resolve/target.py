@@ -79,9 +79,18 @@ class Target:
 def parse_gpu(text: str, knowledge: Knowledge) -> GpuTarget:
     """``sm_90``, ``8.6`` or a model name (``"RTX 5090"``, ``"H100"``) to a GPU target."""
     cc = parse_compute_capability(text)
-    if cc is not None:
+    if cc is not None and (not text.strip().isdigit() or _cc_exists(cc, knowledge)):
         _check_cc_exists(text, cc, knowledge)
         return GpuTarget(cc)
+    if text.strip().isdigit():
+        # A bare model number ("4090", "1080"): the GeForce that people mean, when no compute
+        # capability reads so ("86" is sm_86, "100" sm_100, but "4090" is no compute capability 409.0).
+        for family in ("RTX", "GTX", "GT"):
+            named = knowledge.gpu_named(f"{family} {text.strip()}")
+            if named is not None:
+                return GpuTarget(named.cc, f"{family} {text.strip()}")
+        if cc is not None:
+            _check_cc_exists(text, cc, knowledge)
     gpu = knowledge.gpu_named(text)
     if gpu is None:
         raise InputError(
@@ -91,11 +100,19 @@ def parse_gpu(text: str, knowledge: Knowledge) -> GpuTarget:
     return GpuTarget(gpu.cc, text)
 
 
+def _known_ccs(knowledge: Knowledge) -> set[ComputeCapability]:
+    return {g.cc for g in knowledge.gpus} | {c for tk in knowledge.toolkits.values() for c in tk.sass}
+
+
+def _cc_exists(cc: ComputeCapability, knowledge: Knowledge) -> bool:
+    return cc in _known_ccs(knowledge)
+
+
 def _check_cc_exists(text: str, cc: ComputeCapability, knowledge: Knowledge) -> None:
     """``--gpu sm_999`` / ``99.9`` describes no GPU: an input error, not a plan. A real compute
     capability is one a GPU row has or one some nvcc can emit SASS for (NVIDIA's own list of
     architectures, developer.nvidia.com/cuda-gpus and each toolkit's -gpu-architecture values)."""
-    known = {g.cc for g in knowledge.gpus} | {c for tk in knowledge.toolkits.values() for c in tk.sass}
+    known = _known_ccs(knowledge)
     if cc in known:
         return
     oldest, newest = min(known), max(known)

@@ -1,0 +1,117 @@
+"""One envkit (issue 22): each disagreement a new user met, as the command they ran, asserted fixed.
+The properties that keep the parts agreeing are tests/unit/test_agreement*.py."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from envkit.checks import CHECKS
+from envkit.commands import spec as spec_command
+from envkit.errors import NoBuildError
+from envkit.knowledge import load_knowledge
+from envkit.report import Status
+from envkit.resolve import Request, resolve
+from envkit.resolve.plan import PlanFlags
+from envkit.resolve.target import Target, parse_gpu
+from envkit.system import System
+from envkit.versions import ComputeCapability, NvVersion, Version
+from tests.unit.checks.test_compat import machine
+
+K = load_knowledge()
+
+
+def test_the_fix_for_cpu_torch_on_an_a100_with_driver_535_draws_no_warning() -> None:
+    # doctor --from on CPU torch 2.5.1 / A100 / driver 535: its fix installed torch==2.14.1+cu126,
+    # and doctor then warned torch.driver_compat (minor-version compatibility) and offered the same
+    # build again. The wheel has sm_80 SASS: minor-version compatibility runs it in full.
+    before = machine("535.104.05", "NVIDIA A100-SXM4-80GB", (8, 0), "2.5.1+cpu", None)
+    fix = CHECKS["torch.cpu_build_on_gpu"](before).fix
+    assert "torch==2.14.1+cu126 " in fix
+    after = machine("535.104.05", "NVIDIA A100-SXM4-80GB", (8, 0), "2.14.1+cu126", "12.6")
+    compat = CHECKS["torch.driver_compat"](after)
+    assert compat.status is Status.PASS, compat
+    assert "through minor-version compatibility" in compat.summary
+    assert "docs.nvidia.com/deploy/cuda-compatibility" in compat.detail
+    for cid in ("torch.gpu_arch", "torch.cpu_build_on_gpu", "driver.support"):
+        assert CHECKS[cid](after).status is Status.PASS, cid
+
+
+def _spec(tmp_path: Path, *args: str) -> list[Path]:
+    flags = PlanFlags(driver="535.104.05", gpus=("A100",), platform="linux-x86_64", python="3.10")
+    made = spec_command.render(
+        System(),
+        "pt2",
+        flags,
+        fmt=args[0],
+        out=str(tmp_path),
+        mirrors=(),
+        pip_in_conda=False,
+        name=None,
+        to_stdout=False,
+        force=True,
+    )
+    return list(made.written)
+
+
+@pytest.mark.parametrize("fmt", ["docker", "apptainer"])
+def test_the_dockerfile_for_a100_on_535_passes_its_own_check(tmp_path: Path, fmt: str) -> None:
+    # spec pt2 --format docker --driver 535.104.05 --gpu A100 wrote FROM nvidia/cuda:12.6.2-runtime…,
+    # which spec --check on the same target warned about (and proposed another base for).
+    written = _spec(tmp_path, fmt)
+    container = next(p for p in written if p.name in ("Dockerfile", "Apptainer.def"))
+    text = container.read_text(encoding="utf-8")
+    base = re.search(r"^(?:FROM|From:) (\S+)$", text, re.M)
+    assert base is not None and base.group(1).startswith("nvidia/cuda:12.")
+    assert K.cuda_for_driver(NvVersion("535.104.05")) >= Version(base.group(1).split(":")[1].split("-")[0])
+    flags = PlanFlags(driver="535.104.05", gpus=("A100",), platform="linux-x86_64", python="3.10")
+    for path in written:
+        results = spec_command.check(System(), str(path), flags).results
+        assert not [r for r in results if r.status in (Status.WARN, Status.FAIL)], (path.name, results)
+    # The base image's origin is its publisher, not a third party's Dockerfile where its tag was seen.
+    comments = " ".join(line.lstrip("# ") for line in text.splitlines() if line.startswith("#"))
+    comment = comments[comments.index("Base image:") :]
+    assert "NVIDIA's CUDA image" in comment and "gitlab.com/nvidia/container-images/cuda" in comment
+    assert "github.com" not in comments
+
+
+@pytest.mark.parametrize(
+    ("text", "cc", "name"),
+    [
+        ("4090", ComputeCapability(8, 9), "RTX 4090"),
+        ("5090", ComputeCapability(12, 0), "RTX 5090"),
+        ("1080", ComputeCapability(6, 1), "GTX 1080"),
+        ("86", ComputeCapability(8, 6), None),  # a compute capability where one reads so
+        ("100", ComputeCapability(10, 0), None),
+    ],
+)
+def test_a_bare_model_number_is_the_geforce_not_a_compute_capability(
+    text: str, cc: ComputeCapability, name: str | None
+) -> None:
+    # --gpu 4090 was read as compute capability 409.0 ("no NVIDIA GPU has compute capability 409.0").
+    gpu = parse_gpu(text, K)
+    assert (gpu.cc, gpu.name) == (cc, name)
+
+
+def test_the_exit_3_list_leads_with_what_matters() -> None:
+    # resolve --driver 418.39 --gpu sm_80 listed torch 1.13.1, 1.13.0, 1.12.1 … "no wheels for Python
+    # 3.11" one per line, and its hint was only --cuda cpu.
+    target = Target("linux-x86_64", NvVersion("418.39"), (parse_gpu("sm_80", K),), Version("3.11"))
+    with pytest.raises(NoBuildError) as info:
+        resolve(K, target, Request())
+    rejected = info.value.rejected
+    assert rejected[0].rule == "gpu_driver" and rejected[0].candidate.startswith("2.")
+    python = [r for r in rejected if r.rule == "python"]
+    assert len(python) == 1 and python[0].count > 1 and python[0].candidate.startswith("torch 1.")
+    first = info.value.ways_out[0]
+    assert (first.rule, first.driver) == ("driver", "450.80.02")
+    # An RTX 5090 on R535: the branch it needs, with the build that branch then gets.
+    target = dataclasses.replace(target, driver=NvVersion("535.104.05"), gpus=(parse_gpu("5090", K),))
+    with pytest.raises(NoBuildError) as info:
+        resolve(K, target, Request())
+    assert info.value.ways_out[0].text.startswith(
+        "upgrade the driver to the R570 branch or newer (for torch "
+    )
