@@ -429,7 +429,7 @@ def _resolve(k: Knowledge, target: Target, request: Request) -> Plan:
     if request.extensions:
         machine = [(c.release, c.variant) for c in admitted if {r for r, _ in c.failures} == {"extension"}]
         summary = ext_rule.conflict(summary, machine, target, request)
-    ways = _ways_out(candidates, target, request, evaluator.branch_needed, evaluator.branch_floor)
+    ways = _ways_out(k, candidates, target, request, evaluator.branch_needed, evaluator.branch_floor)
     raise NoBuildError(summary, rejected=reasons, ways_out=ways)
 
 
@@ -577,6 +577,7 @@ def _no_build_reasons(
 
 
 def _ways_out(
+    k: Knowledge,
     candidates: list[_Candidate],
     target: Target,
     request: Request,
@@ -609,7 +610,8 @@ def _ways_out(
     if not driver_only and branch_floor is not None:
         # The GPUs need a newer branch (an RTX 5090 R570, an A100 on 418 R450): one upgrade answers
         # the GPUs and the build's CUDA alike; the smallest, then the newest listed torch.
-        branch = NvVersion(f"{branch_floor}.0")
+        windows = target.platform.startswith("windows")
+        branch = rules.oldest_driver_of(k, branch_floor, windows=windows) or NvVersion(f"{branch_floor}.0")
         needs = [
             (max(c.needed_driver or branch, branch), c)
             for c in candidates
@@ -619,12 +621,13 @@ def _ways_out(
         if needs:
             best = min(n for n, _ in needs)
             cand = max((c for n, c in needs if n == best), key=lambda c: (c.listed, c.release.torch))
+            text = f"upgrade the driver to ≥ {best} (for torch {cand.name})"
             if best == branch:
-                text = f"upgrade the driver to the R{branch_floor} branch or newer (for torch {cand.name})"
-                ways.append(WayOut("driver", text, candidate=cand.name, value=f"R{branch_floor}"))
-            else:
-                text = f"upgrade the driver to ≥ {best} (for torch {cand.name})"
-                ways.append(WayOut("driver", text, candidate=cand.name, driver=str(best)))
+                text = (
+                    f"upgrade the driver to ≥ {best}, the R{branch_floor} branch or newer "
+                    f"(for torch {cand.name})"
+                )
+            ways.append(WayOut("driver", text, candidate=cand.name, driver=str(best)))
     if "jetson" in only or any(rule == "jetson" for c in candidates for rule, _ in c.failures):
         # A Jetson's SBSA candidates also fail on their architectures (Tegra SASS is its own):
         # the JetPack wheels are the way out whether or not "jetson" is a candidate's only failure.

@@ -53,6 +53,7 @@ __all__ = [
     "driver_branch",
     "driver_floor",
     "gpu_driver_support",
+    "oldest_driver_of",
 ]
 
 
@@ -187,6 +188,18 @@ def driver_branch(k: Knowledge, driver: NvVersion, *, windows: bool = False) -> 
     if major >= _STEP_OF_FIVE_FROM:
         below.append(major - major % 5)
     return max(below, default=major)
+
+
+def oldest_driver_of(k: Knowledge, branch: int, *, windows: bool = False) -> Optional[NvVersion]:
+    """The oldest driver envkit knows (a toolkit's, NVIDIA's Table 3) of ``branch`` or a newer one:
+    the driver a fix names where the GPUs need a branch ("R570 or newer")."""
+    drivers = [
+        (tk.windows_driver if windows else None) or tk.linux_driver
+        for tk in (*k.toolkits.values(), *k.toolkit_updates)
+    ]
+    return min(
+        (d for d in drivers if d is not None and driver_branch(k, d, windows=windows) >= branch), default=None
+    )
 
 
 def gpu_driver_support(

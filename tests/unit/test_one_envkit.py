@@ -113,5 +113,5 @@ def test_the_exit_3_list_leads_with_what_matters() -> None:
     with pytest.raises(NoBuildError) as info:
         resolve(K, target, Request())
     assert info.value.ways_out[0].text.startswith(
-        "upgrade the driver to the R570 branch or newer (for torch "
+        "upgrade the driver to ≥ 570.26, the R570 branch or newer (for torch "
     )

@@ -229,8 +229,8 @@ def test_r470_cannot_plan_for_hopper_and_the_error_carries_records() -> None:
     # One upgrade for the GPU's branch and the build's CUDA: R520 drives Hopper, and cu118 (floor
     # 450.80.02, sm_90 SASS) runs on any R520 driver.
     way = error.ways_out[0]
-    assert (way.rule, way.value) == ("driver", "R520")
-    assert way.text == "upgrade the driver to the R520 branch or newer (for torch 2.7.1+cu118)"
+    assert (way.rule, way.driver) == ("driver", "520.61.05")
+    assert way.text == "upgrade the driver to ≥ 520.61.05, the R520 branch or newer (for torch 2.7.1+cu118)"
     assert error.ways_out[-1].value == "cpu"  # --cuda cpu
     assert error.hint == "; or ".join(w.text for w in error.ways_out)  # the text renders the records
     assert all(f"  {r.candidate}: {r.reason}" in error.message for r in error.rejected[:8])
