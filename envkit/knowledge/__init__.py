@@ -24,6 +24,7 @@ from envkit.knowledge.vendors import VendorKnowledge, read_vendor_knowledge
 from envkit.versions import ComputeCapability, NvVersion, Version
 
 __all__ = [
+    "CONDA_SUBDIRS",
     "DATA_DIR",
     "PLATFORMS",
     "VARIANT_PATTERN",
@@ -56,6 +57,14 @@ CUDA_PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
 # A wheel variant: the folder of the PyTorch index and the local label of its wheels (+cu121); CUDA 9.x
 # folders have two digits (cu92: torch 1.2-1.7, pytorch.github.io previous-versions.md).
 VARIANT_PATTERN: Final = r"(?:cpu|cu\d{2,3}|rocm\d+(?:\.\d+)*|xpu)"
+# envkit platform -> conda subdir (conda's platform names: linux-64, win-64, osx-arm64, …).
+CONDA_SUBDIRS: Final = {
+    "linux-x86_64": "linux-64",
+    "linux-aarch64": "linux-aarch64",
+    "windows-x86_64": "win-64",
+    "macos-arm64": "osx-arm64",
+    "macos-x86_64": "osx-64",
+}
 _VARIANT_RE: Final = re.compile(f"^{VARIANT_PATTERN}$")
 
 
@@ -264,6 +273,12 @@ class CondaRoutes:
     forge_max_cuda: Version
     forge_releases: tuple[Version, ...]
     cudatoolkit_versions: tuple[Version, ...]
+    # (torch, conda subdir, the CUDA versions conda-forge built it for there): conda.toml's ``cuda``.
+    forge_builds: tuple[tuple[Version, str, tuple[Version, ...]], ...] = ()
+
+    def forge_cuda(self, torch: Version, subdir: str) -> tuple[Version, ...]:
+        """The CUDA builds conda-forge has of ``torch`` for ``subdir`` (linux-64, …), oldest first."""
+        return next((cudas for t, s, cudas in self.forge_builds if t == torch and s == subdir), ())
 
 
 @dataclass(frozen=True)
@@ -512,7 +527,24 @@ def _conda(data: dict[str, Any]) -> CondaRoutes:
         cudatoolkit_versions=tuple(
             r.version("version") for r in table_rows(data, "conda.toml", "cudatoolkit")
         ),
+        forge_builds=tuple(
+            build for r in table_rows(data, "conda.toml", "conda_forge_release") for build in _forge_builds(r)
+        ),
     )
+
+
+def _forge_builds(row: Row) -> list[tuple[Version, str, tuple[Version, ...]]]:
+    """A conda_forge_release row's ``cuda`` table: subdir -> the CUDA versions built."""
+    table = row.raw("cuda", dict, True) or {}
+    out = []
+    for subdir, versions in table.items():
+        if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
+            raise row.fail("cuda", 'a table of conda subdirs to lists of CUDA versions ("12.9")')
+        try:
+            out.append((row.version("torch"), str(subdir), tuple(Version(v) for v in versions)))
+        except ValueError:
+            raise row.fail("cuda", "CUDA versions like 12.9") from None
+    return out
 
 
 def _name_pattern(row: Row) -> Optional[re.Pattern[str]]:

@@ -242,6 +242,8 @@ def render_plan(plan: Plan, console: Console, *, explain: bool = False) -> None:
     console.print(line)
     if plan.conda is not None:
         console.print(Text(f"  {plan.conda_command()}", style="cyan"))
+        if plan.conda.why:
+            console.print(Text(f"  channel: {plan.conda.why}"))
     else:
         console.print(Text(f"  {plan.pip_command()}", style="cyan"))
     for pick in plan.extensions:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Optional, Union
 
 from envkit.errors import NoBuildError, RejectedBuild, WayOut
-from envkit.knowledge import Knowledge, Release, variant_cuda
+from envkit.knowledge import CONDA_SUBDIRS, Knowledge, Release, variant_cuda
 from envkit.resolve import extensions as ext_rule
 from envkit.resolve import rules
 from envkit.resolve.plan import (
@@ -113,17 +113,24 @@ class _Candidate:
 
     @property
     def listed(self) -> bool:
-        return self.variant not in self.release.unlisted
+        """In pytorch.org's install matrix; a conda route's builds are all its channel's own."""
+        conda = self.route in (Route.PYTORCH_CHANNEL, Route.CONDA_FORGE)
+        return conda or self.variant not in self.release.unlisted
 
 
-def _conda_routes(k: Knowledge, release: Release) -> list[tuple[Route, list[str]]]:
-    """The conda routes that publish ``release`` and the variants each offers."""
+def _conda_routes(k: Knowledge, release: Release, platform: str) -> list[tuple[Route, list[str]]]:
+    """The conda route that publishes ``release`` and the variants it offers: the pytorch channel's
+    pytorch-cuda versions where it has the release (up to 2.5.1, what the install guides of those
+    releases teach), else conda-forge's builds for the platform's subdir (knowledge/conda.toml
+    ``cuda``, from the feedstock's build matrix)."""
     routes = []
     if release.conda_pytorch_cuda and release.torch <= k.conda.pytorch_last_release:
         variants = [f"cu{v.major}{v.minor}" for v in release.conda_pytorch_cuda] + ["cpu"]
         routes.append((Route.PYTORCH_CHANNEL, variants))
-    if release.torch in k.conda.forge_releases:
-        routes.append((Route.CONDA_FORGE, list(release.variants.get("linux-x86_64", ()))))
+    elif release.torch in k.conda.forge_releases:
+        subdir = CONDA_SUBDIRS.get(platform, "linux-64")
+        built = k.conda.forge_cuda(release.torch, subdir)
+        routes.append((Route.CONDA_FORGE, [*(f"cu{v.major}{v.minor}" for v in built), "cpu"]))
     return routes
 
 
@@ -147,7 +154,7 @@ class _Evaluator:
                 offered[variant] = Route.PIP
             if self.request.channel is Channel.CONDA:
                 conda_offered: dict[str, Union[Route, _NoRoute]] = {}
-                for conda_route, variants in _conda_routes(self.k, release):
+                for conda_route, variants in _conda_routes(self.k, release, self.target.platform):
                     for variant in variants:
                         conda_offered.setdefault(variant, conda_route)
                 # A release conda does not publish is still evaluated (for the ways out).
@@ -212,6 +219,8 @@ class _Evaluator:
         if cuda is not None:
             failures += self.gpu_driver_failures
             failures += self._jetson_failures(cuda)
+            # A conda-forge build is taken to have the pip wheel's list of its CUDA (the feedstock
+            # sets its own in recipe/build.sh): where pip has no such wheel, envkit has no list.
             build = rules.build_arches(
                 self.k, torch=release.torch, variant=variant, platform=t.platform, or_linux=True
             )
@@ -478,12 +487,12 @@ def _plan(
     index_url = None if target.platform.startswith("macos") else f"{PYTORCH_INDEX}/{chosen.variant}"
     conda = None
     if request.channel is Channel.CONDA:
-        conda = _conda_spec(k, chosen, python)
+        conda = _conda_spec(k, chosen, python, target.platform)
         if chosen.route is Route.CONDA_FORGE and variant_cuda(chosen.variant) is not None:
-            # A CPU build (pytorch=V=cpu*) is chosen by its build string: __cuda picks nothing.
+            # A CPU build (pytorch=V=cpu*) has no architecture list to take.
             warnings.append(
-                "conda-forge picks the CUDA minor through the __cuda virtual package; its builds' "
-                "architecture lists are taken to match the pip wheels'"
+                f"conda-forge's {chosen.variant} build is taken to have the GPU architectures of the pip "
+                f"{chosen.variant} wheel (the feedstock sets its own list in recipe/build.sh)"
             )
     return Plan(
         torch=release.torch,
@@ -504,7 +513,7 @@ def _plan(
     )
 
 
-def _conda_spec(k: Knowledge, chosen: _Candidate, python: Optional[Version]) -> CondaSpec:
+def _conda_spec(k: Knowledge, chosen: _Candidate, python: Optional[Version], platform: str) -> CondaSpec:
     release = chosen.release
     deps = [f"python={python}"] if python else []
     cuda = variant_cuda(chosen.variant)
@@ -515,10 +524,41 @@ def _conda_spec(k: Knowledge, chosen: _Candidate, python: Optional[Version]) -> 
             f"torchaudio={release.torchaudio}",
         ]
         deps.append(f"pytorch-cuda={cuda}" if cuda else k.conda.cpu_package)
-        return CondaSpec((*k.conda.pytorch_channels, "defaults"), tuple(deps), Route.PYTORCH_CHANNEL)
+        channels = (*k.conda.pytorch_channels, "defaults")
+        return CondaSpec(channels, tuple(deps), Route.PYTORCH_CHANNEL, _conda_why(k, chosen, platform))
     deps += rules.conda_forge_dependencies(k, release.torch, cuda)
     deps += ["torchvision", "torchaudio"]
-    return CondaSpec((k.conda.forge_channel,), tuple(deps), Route.CONDA_FORGE)
+    return CondaSpec(
+        (k.conda.forge_channel,), tuple(deps), Route.CONDA_FORGE, _conda_why(k, chosen, platform)
+    )
+
+
+def _conda_why(k: Knowledge, chosen: _Candidate, platform: str) -> str:
+    """Which conda channel the build comes from, and why that one (``resolve --channel conda``)."""
+    torch, cuda = chosen.release.torch, variant_cuda(chosen.variant)
+    last = k.conda.pytorch_last_release
+    ended = f"the pytorch channel ends at torch {last} (pytorch/pytorch#138506)"
+    if chosen.route is Route.PYTORCH_CHANNEL:
+        forge = k.conda.forge_cuda(torch, CONDA_SUBDIRS.get(platform, "linux-64"))
+        other = (
+            "conda-forge has no CUDA " + str(cuda) + f" build of it ({', '.join(map(str, forge)) or 'none'})"
+            if cuda is not None and cuda not in forge
+            else "conda-forge's build of it would do too"
+        )
+        what = (
+            f"pytorch-cuda={cuda} selects the CUDA build"
+            if cuda
+            else f"{k.conda.cpu_package} selects the CPU build"
+        )
+        return f"the pytorch channel (with nvidia and defaults): {what}; {ended}, and {other}"
+    if cuda is None:
+        return f"conda-forge: pytorch={torch}=cpu* is its CPU build" + (f"; {ended}" if torch > last else "")
+    return (
+        f"conda-forge: {ended if torch > last else 'the pytorch channel has no ' + chosen.variant + ' build of it'}; "
+        f"the feedstock builds torch {torch} for CUDA {cuda} (build string cuda{cuda.major}{cuda.minor}_*, "
+        f"conda-forge/pytorch-cpu-feedstock:recipe/meta.yaml), chosen with cuda-version={cuda.major}.{cuda.minor}, "
+        f"whose __cuda >={cuda.major} the driver must meet"
+    )
 
 
 def _no_build_reasons(

@@ -218,6 +218,7 @@ class CondaSpec:
     channels: tuple[str, ...]
     dependencies: tuple[str, ...]
     route: Route  # PYTORCH_CHANNEL or CONDA_FORGE
+    why: str = ""  # which channel, and why that one (resolve --channel conda says it)
 
 
 @dataclass(frozen=True)
@@ -312,6 +313,7 @@ class Plan:
                 "channels": list(self.conda.channels),
                 "dependencies": list(self.conda.dependencies),
                 "route": self.conda.route.value,
+                "why": self.conda.why,
             },
             "commands": {
                 "pip": self.pip_command(),

@@ -462,11 +462,14 @@ def clean_driver(
 
 
 def conda_forge_dependencies(k: Knowledge, torch: Version, cuda: Optional[Version]) -> tuple[str, ...]:
-    """The lines that select torch ``torch`` (a CUDA build when ``cuda``) from conda-forge: the build
-    string forces the CUDA (or CPU) build and the CUDA major is pinned; the ``__cuda`` virtual
-    package guards the minor (conda-forge.org/docs/user/cuda). The resolver's plan and
+    """The lines that select torch ``torch`` from conda-forge: the CPU build by its build string
+    (``cpu*``), a CUDA build by its own (``cuda{XY}*``: the feedstock's recipe/meta.yaml names each
+    CUDA build cuda{XY}_{blas}_py{PY}_h…) and ``cuda-version=X.Y``, the pin conda-forge's CUDA
+    packages align on (its ``__cuda >=X`` constraint is the driver check). The resolver's plan and
     ``envkit spec`` write these same lines."""
-    lines = [f"pytorch={torch}={'cuda*' if cuda else 'cpu*'}"]
-    if cuda is not None:
-        lines.append(f"{k.conda.forge_cuda_selector}={cuda.major}")
-    return tuple(lines)
+    if cuda is None:
+        return (f"pytorch={torch}=cpu*",)
+    return (
+        f"pytorch={torch}=cuda{cuda.major}{cuda.minor}*",
+        f"{k.conda.forge_cuda_selector}={cuda.major}.{cuda.minor}",
+    )

@@ -21,6 +21,7 @@ import re
 from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.errors import InputError
+from envkit.knowledge import CONDA_SUBDIRS
 from envkit.resolve import rules
 from envkit.resolve.plan import Route
 from envkit.specs.pip import comment, header
@@ -35,13 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["SUBDIRS", "render_environment", "render_virtual_packages", "virtual_cuda", "virtual_packages"]
 
 # envkit platform -> conda subdir.
-SUBDIRS: Final = {
-    "linux-x86_64": "linux-64",
-    "linux-aarch64": "linux-aarch64",
-    "windows-x86_64": "win-64",
-    "macos-arm64": "osx-arm64",
-    "macos-x86_64": "osx-64",
-}
+SUBDIRS: Final = CONDA_SUBDIRS
 # conda-lock's own defaults for the other virtual packages (conda_lock/default-virtual-packages.yaml,
 # conda-lock 4.0.3), kept so that only __cuda differs from what conda-lock would assume.
 _VIRTUAL: Final = {

@@ -62,7 +62,10 @@ def test_conda_family_dry_run_commands(tmp_path: Path, backend: str, verb: str) 
     env_yml = install.spec_files["environment.yml"]
     # The newest conda-forge build for driver 550 (CUDA 12.4): which release that is, is the knowledge
     # base's business (tests/unit/resolve/test_resolve.py); here the spec installs the plan's build.
-    assert f"pytorch={install.plan.torch}=cuda*" in env_yml and "cuda-version=12" in env_yml
+    cuda = install.plan.cuda
+    assert cuda is not None and install.plan.variant == f"cu{cuda.major}{cuda.minor}"
+    assert f"pytorch={install.plan.torch}={install.plan.variant.replace('cu', 'cuda')}*" in env_yml
+    assert f"cuda-version={cuda}" in env_yml
 
 
 def test_conda_route_for_cuda_12_1_is_the_pytorch_channel(tmp_path: Path) -> None:

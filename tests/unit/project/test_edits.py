@@ -235,7 +235,7 @@ def test_environment_yml_conda_route_read_back_by_conda_lock(tmp_path: Path) -> 
         "channels: &channels\n" in out
         and "# anchors and aliases survive the edit\nx-mirrors: *channels\n" in out
     )
-    assert "pytorch=2.13.0=cuda*" in out and "cuda-version=12" in out and "pytorch-cuda" not in out
+    assert "pytorch=2.13.0=cuda129*" in out and "cuda-version=12.9" in out and "pytorch-cuda" not in out
     from tests.unit.specs.test_specs import conda_lock
 
     mapping = tmp_path / "mapping.json"  # a local PyPI -> conda name mapping (no download)
@@ -244,7 +244,7 @@ def test_environment_yml_conda_route_read_back_by_conda_lock(tmp_path: Path) -> 
     spec = env_yaml.parse_environment_file(path, ["linux-64"], mapping_url=str(mapping))
     assert [c.url for c in spec.channels] == ["conda-forge"]
     deps = {d.name: d for d in spec.dependencies["linux-64"]}
-    assert deps["pytorch"].version == "2.13.0" and deps["pytorch"].build == "cuda*"
+    assert deps["pytorch"].version == "2.13.0" and deps["pytorch"].build == "cuda129*"
     assert "einops" in deps and "numpy" in deps
 
 
@@ -268,8 +268,8 @@ numpy = ">=1.26"
 
 def test_pixi_conda_route(tmp_path: Path) -> None:
     data = tomllib.loads(edited(pixi, tmp_path / "pixi.toml", PIXI, want_for(channel="conda")))
-    assert data["dependencies"]["pytorch"] == {"version": "2.13.0.*", "build": "cuda*"}
-    assert data["dependencies"]["cuda-version"] == "12.*"
+    assert data["dependencies"]["pytorch"] == {"version": "2.13.0.*", "build": "cuda129*"}
+    assert data["dependencies"]["cuda-version"] == "12.9.*"
     assert data["system-requirements"] == {"cuda": "12"}
 
 

@@ -206,9 +206,10 @@ def test_the_probes_arch_coverage_agrees_with_the_rule() -> None:
 
 def test_conda_forge_lines() -> None:
     selector = K.conda.forge_cuda_selector
+    # The CUDA build by its build string (cuda{XY}_…, the feedstock's recipe) and cuda-version X.Y.
     assert rules.conda_forge_dependencies(K, Version("2.7.1"), Version("12.8")) == (
-        "pytorch=2.7.1=cuda*",
-        f"{selector}=12",
+        "pytorch=2.7.1=cuda128*",
+        f"{selector}=12.8",
     )
     assert rules.conda_forge_dependencies(K, Version("2.7.1"), None) == ("pytorch=2.7.1=cpu*",)
 

@@ -126,8 +126,9 @@ def test_conda_forge_route_forces_the_cuda_build(tmp_path: Path, mapping: str) -
     assert [c.url for c in spec.channels] == ["conda-forge"]  # conda-lock drops "nodefaults"
     assert "nodefaults" in yaml.safe_load(text)["channels"]
     d = deps(spec)
-    assert (d[("conda", "pytorch")].version, d[("conda", "pytorch")].build) == ("2.8.0", "cuda*")
-    assert d[("conda", "cuda-version")].version == "12.*"
+    # The feedstock's CUDA 12.9 build of 2.8.0, by its build string and cuda-version (conda.toml).
+    assert (d[("conda", "pytorch")].version, d[("conda", "pytorch")].build) == ("2.8.0", "cuda129*")
+    assert d[("conda", "cuda-version")].version == "12.9.*"
     assert ("conda", "pytorch-cuda") not in d
     # pt2-train's shared packages come from conda, so conda-forge's lightning sees the conda torch.
     assert d[("conda", "lightning")].version == ">=2.2"
@@ -242,7 +243,7 @@ def test_a_cpu_conda_spec_has_no_cuda_warning(
     assert "__cuda" not in render_specs(p, PT2, "conda")["environment.yml"]
     # A CUDA plan on conda-forge keeps both: there __cuda does choose the build.
     gpu = plan("570.86.10", "sm_90", torch="2.8.0", channel="conda")
-    assert any("__cuda virtual package" in w for w in gpu.warnings)
+    assert any("GPU architectures of the pip cu129 wheel" in w for w in gpu.warnings)
     assert "CUDA 11.4" in render_specs(gpu, PT2, "conda-lock")["virtual-packages.yml"]
 
 
