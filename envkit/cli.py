@@ -1199,6 +1199,8 @@ def spec(
             from envkit.render.console import render_checks
 
             render_checks(checked.results, stdout, title=f"envkit spec --check {check}", verbose=verbose)
+        for note in checked.notes:  # what the checks were made for: beside the data, not in it
+            stderr.print(f"envkit: note: {note}", markup=False)
         return checked.exit_code
     if not to_stdout:
         from envkit._files import check_output

@@ -55,6 +55,9 @@ class SpecCheck:
     path: str
     results: tuple[CheckResult, ...] = field(default_factory=tuple)
     strict: bool = False
+    # What the checks were made for, where the file asks for more than the target shows ("asks for
+    # CUDA 12.1, and this machine has no NVIDIA driver or GPU …", with the flags for the GPU nodes).
+    notes: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -68,6 +71,7 @@ class SpecCheck:
             "schema": SPEC_CHECK_SCHEMA,
             "file": self.path,
             "checks": [to_jsonable(r) for r in self.results],
+            "notes": list(self.notes),
             "exit_code": self.exit_code,
         }
 
@@ -265,7 +269,7 @@ def check(system: System, path: str, flags: PlanFlags, *, strict: bool = False) 
     Poetry pyproject.toml, pixi.toml) against the knowledge base and the target."""
     from envkit.commands.resolve import make_target
     from envkit.knowledge import load_knowledge
-    from envkit.specs.check import check_spec
+    from envkit.specs.check import check_spec_noted
 
     if _project_manifest(path):  # a pyproject.toml or pixi.toml: what the project installs
         from envkit.commands.check import check_project
@@ -273,5 +277,5 @@ def check(system: System, path: str, flags: PlanFlags, *, strict: bool = False) 
         platforms = (flags.platform,) if flags.platform else ()
         checked = check_project(system, path, dataclasses.replace(flags, platform=None), platforms=platforms)
         return SpecCheck(path, checked.results, strict)
-    results = check_spec(path, load_knowledge(), make_target(system, flags))
-    return SpecCheck(path, tuple(results), strict)
+    results, notes = check_spec_noted(path, load_knowledge(), make_target(system, flags))
+    return SpecCheck(path, tuple(results), strict, tuple(notes))

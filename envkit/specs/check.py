@@ -395,10 +395,19 @@ def _mirror(it: SpecIntent) -> CheckResult:
 
 
 def check_spec(path: Union[str, Path], knowledge: Knowledge, target: Target) -> list[CheckResult]:
+    """check_spec_noted's results alone."""
+    return check_spec_noted(path, knowledge, target)[0]
+
+
+def check_spec_noted(
+    path: Union[str, Path], knowledge: Knowledge, target: Target
+) -> tuple[list[CheckResult], list[str]]:
     """Check ``path`` for ``target``: a container file (Dockerfile, Apptainer definition, Compose
     file, Kubernetes manifest: envkit.specs.check_container's CONTAINER_CHECK_IDS), else an
     environment.yml (by its .yml/.yaml suffix) or a requirements.txt: one result per CHECK_IDS entry.
-    InputError when the file cannot be read or is none of these (envkit.specs.read.NOT_A_SPEC)."""
+    InputError when the file cannot be read or is none of these (envkit.specs.read.NOT_A_SPEC).
+    The notes say what the checks were made for where the file asks for more than the target
+    shows (a CUDA file on a node without an NVIDIA GPU)."""
     if str(path) != "-":  # standard input is read once, as a spec
         from envkit._files import read_text
         from envkit.specs.check_container import check_container
@@ -406,12 +415,17 @@ def check_spec(path: Union[str, Path], knowledge: Knowledge, target: Target) -> 
 
         text = read_text(str(path))
         if container_kind(Path(path), text) is not None:
-            return check_container(read_container(Path(path), text), knowledge, target)
-    return check_specfile(read_spec(Path(path)), knowledge, target)
+            return check_container(read_container(Path(path), text), knowledge, target), []
+    it = intent_of(read_spec(Path(path)), knowledge, target)
+    notes = [it.here_note(str(path))] if it.planned_here else []
+    return _checks(it), notes
 
 
 def check_specfile(spec: SpecFile, knowledge: Knowledge, target: Target) -> list[CheckResult]:
     """The CHECK_IDS results of a spec already read: a file's, or what a project manifest installs
     on one platform (envkit.project reads pyproject.toml and pixi.toml into the same SpecFile)."""
-    it = intent_of(spec, knowledge, target)
+    return _checks(intent_of(spec, knowledge, target))
+
+
+def _checks(it: SpecIntent) -> list[CheckResult]:
     return [check(it) for check in (_cuda_packages, _channel, _companions, _driver, _arch, _mirror)]

@@ -49,10 +49,37 @@ class SpecIntent:
     def plan(self, *, torch: Optional[SpecifierSet] = None, cuda: str = "auto") -> Optional[Plan]:
         """The resolver's build for the target, installed the way this file installs torch."""
         channel = Channel.CONDA if self.via == "conda" else Channel.PIP
-        try:
-            return resolve(self.k, self.target, Request(torch, parse_cuda_request(cuda), channel))
-        except (NoBuildError, InputError):
-            return None
+        wanted = [cuda]
+        if cuda == "auto" and self.planned_here:
+            # A CUDA file judged on a node without an NVIDIA GPU (a login node): the fixes keep the
+            # file's CUDA (its minor, else its major) rather than turn it into the CPU build of the
+            # node envkit runs on.
+            assert self.cuda is not None
+            exact = [] if self.major_only else [f"{self.cuda.major}.{self.cuda.minor}"]
+            wanted = [*exact, str(self.cuda.major)]
+        for asked in wanted:
+            try:
+                return resolve(self.k, self.target, Request(torch, parse_cuda_request(asked), channel))
+            except (NoBuildError, InputError):
+                continue
+        return None
+
+    @property
+    def planned_here(self) -> bool:
+        """The file asks for a CUDA build, and the target is this machine, which has no NVIDIA driver
+        or GPU (no --driver / --gpu given): what a login node checking its cluster's files sees."""
+        t = self.target
+        return self.cuda is not None and t.described_by == "this machine" and not t.has_nvidia
+
+    def here_note(self, path: str) -> str:
+        """What the checks were made for, and how to make them for the compute nodes."""
+        what = f"CUDA {self.cuda.major}.x" if self.major_only and self.cuda else f"CUDA {self.cuda}"
+        return (
+            f"{path} asks for {what}, and this machine has no NVIDIA driver or GPU: the checks are for "
+            "this machine (its platform and Python; the fixes keep the file's CUDA). For the compute "
+            f"nodes: envkit spec --check {path} --driver VERSION --gpu MODEL (on one of them, "
+            "`nvidia-smi --query-gpu=driver_version,name --format=csv` prints both)"
+        )
 
     def command(self, plan: Plan) -> str:
         return (plan.conda_command() if self.via == "conda" else None) or plan.pip_command()

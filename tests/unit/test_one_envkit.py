@@ -115,3 +115,39 @@ def test_the_exit_3_list_leads_with_what_matters() -> None:
     assert info.value.ways_out[0].text.startswith(
         "upgrade the driver to ≥ 570.26, the R570 branch or newer (for torch "
     )
+
+
+LOGIN_NODE_ENV = """name: pt
+channels: [pytorch, nvidia, conda-forge]
+dependencies:
+  - python=3.11
+  - pytorch=2.7.0
+  - pytorch-cuda=12.1
+  - torchvision=0.22.0
+"""
+
+
+@pytest.mark.usefixtures("cli_machine")  # a machine without an NVIDIA driver or GPU: a login node
+def test_spec_check_of_a_cuda_file_on_a_login_node_says_what_it_planned_for(tmp_path: Path) -> None:
+    # spec --check environment.yml on a GPU-less login node, no target flags, turned a CUDA 12.1
+    # file into a CPU fix (pytorch=2.7.0=cpu*) without saying it planned for the login node.
+    from typer.testing import CliRunner
+
+    from envkit import cli
+
+    path = tmp_path / "environment.yml"
+    path.write_text(LOGIN_NODE_ENV, encoding="utf-8")
+    result = CliRunner().invoke(cli.app, ["spec", "--check", str(path)])
+    assert result.exit_code == 1  # spec.channel: the pytorch channel stops at 2.5.1
+    assert "=cpu*" not in result.stdout and "cuda-version=12" in result.stdout
+    assert "asks for CUDA 12.1, and this machine has no NVIDIA driver or GPU" in result.stderr
+    assert f"envkit spec --check {path} --driver VERSION --gpu MODEL" in result.stderr
+    as_json = CliRunner().invoke(cli.app, ["spec", "--check", str(path), "--json"])
+    import json
+
+    assert "this machine has no NVIDIA driver or GPU" in json.loads(as_json.stdout)["notes"][0]
+    # With the compute nodes' flags there is nothing to say.
+    flagged = CliRunner().invoke(
+        cli.app, ["spec", "--check", str(path), "--driver", "550.54.15", "--gpu", "A100"]
+    )
+    assert "note:" not in flagged.stderr
