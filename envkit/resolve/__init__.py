@@ -553,11 +553,12 @@ def _conda_why(k: Knowledge, chosen: _Candidate, platform: str) -> str:
         return f"the pytorch channel (with nvidia and defaults): {what}; {ended}, and {other}"
     if cuda is None:
         return f"conda-forge: pytorch={torch}=cpu* is its CPU build" + (f"; {ended}" if torch > last else "")
+    first = ended if torch > last else f"the pytorch channel has no {chosen.variant} build of it"
+    xy = f"{cuda.major}.{cuda.minor}"
     return (
-        f"conda-forge: {ended if torch > last else 'the pytorch channel has no ' + chosen.variant + ' build of it'}; "
-        f"the feedstock builds torch {torch} for CUDA {cuda} (build string cuda{cuda.major}{cuda.minor}_*, "
-        f"conda-forge/pytorch-cpu-feedstock:recipe/meta.yaml), chosen with cuda-version={cuda.major}.{cuda.minor}, "
-        f"whose __cuda >={cuda.major} the driver must meet"
+        f"conda-forge: {first}; the feedstock builds torch {torch} for CUDA {xy} (build string "
+        f"cuda{cuda.major}{cuda.minor}_*, conda-forge/pytorch-cpu-feedstock:recipe/meta.yaml), chosen "
+        f"with cuda-version={xy}, whose __cuda >={cuda.major} the driver must meet"
     )
 
 
