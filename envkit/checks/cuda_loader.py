@@ -26,6 +26,7 @@ from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
     from envkit.facts import Facts, LoadFailure, ResolvedLib
+    from envkit.versions import Version
 
 __all__ = ["LD_FIX", "is_torch_side", "loader_verdict", "pasted_failures"]
 
@@ -218,33 +219,27 @@ def loader_verdict(facts: Facts) -> Optional[CheckResult]:
     """torch.cuda_libs from the loader's view of this machine (TorchFacts.loader): each library that
     resolves outside the build's own files, with its version against the bundled one. None when the
     view was not taken (a paste, a CPU build) or every library is the build's own."""
-    libs = facts.torch.loader
-    if not libs:
-        return None
-    outside = [lib for lib in libs if lib.bundled is False and lib.family is not None]
-    missing = [lib for lib in libs if lib.path is None and lib.family is not None]
-    if not outside and not missing:
-        return None
     fails: list[str] = []
     warns: list[str] = []
     detail: list[str] = []
-    dirs: list[str] = []
-    for lib in outside:
-        line, severe = _resolved_line(lib, facts)
+    reported: list[ResolvedLib] = []
+    missing: list[ResolvedLib] = []
+    for lib in facts.torch.loader:
+        if lib.family is None:
+            continue
+        if lib.path is None:
+            missing.append(lib)
+            fails.append(f"{lib.soname} (needed by {lib.needed_by}) is found nowhere the loader looks")
+            continue
+        finding = _resolved_line(lib, facts) if lib.bundled is False else None
+        if finding is None:
+            continue
+        line, severe = finding
         (fails if severe else warns).append(line)
         detail.append(f"{lib.soname} (needed by {lib.needed_by}) -> {lib.path} via {lib.via}")
-        if lib.path and lib.via in ("LD_LIBRARY_PATH", "LD_PRELOAD", "RPATH"):
-            dirs.append(os.path.dirname(lib.path))
-    for lib in missing:
-        fails.append(f"{lib.soname} (needed by {lib.needed_by}) is found nowhere the loader looks")
-    fixes = []
-    if any(lib.via == "LD_PRELOAD" for lib in outside):
-        fixes.append("unset LD_PRELOAD (or drop the CUDA libraries from it)")
-    if dirs or not fixes:
-        fixes.append(LD_FIX.format(dirs=": " + ", ".join(sorted(set(dirs))) if dirs else ""))
-    if missing:
-        version = facts.torch.version.public if facts.torch.version else "<version>"
-        fixes.append(f"{pip_command(facts)} install --force-reinstall torch=={version}")
+        reported.append(lib)
+    if not fails and not warns:
+        return None
     return CheckResult(
         ID,
         Status.FAIL if fails else Status.WARN,
@@ -256,24 +251,56 @@ def loader_verdict(facts: Facts) -> Optional[CheckResult]:
             "the loader's order (glibc elf/dl-load.c): LD_PRELOAD, DT_RPATH (without DT_RUNPATH), "
             "LD_LIBRARY_PATH, DT_RUNPATH, /etc/ld.so.cache, the default folders",
         ),
-        fix=fix_lines(fixes),
+        fix=fix_lines(_loader_fixes(reported, missing, facts)),
     )
 
 
-def _resolved_line(lib: ResolvedLib, facts: Facts) -> tuple[str, bool]:
+def _loader_fixes(reported: list[ResolvedLib], missing: list[ResolvedLib], facts: Facts) -> list[str]:
+    """What makes the loader pick the build's own files: the variable that points elsewhere, or,
+    when torch's RUNPATH finds nothing of its own, the wheel reinstalled beside torch."""
+    fixes = []
+    if any(lib.via == "LD_PRELOAD" for lib in reported):
+        fixes.append("unset LD_PRELOAD (or drop the CUDA libraries from it)")
+    dirs = sorted(
+        {os.path.dirname(lib.path or "") for lib in reported if lib.via in ("LD_LIBRARY_PATH", "RPATH")}
+    )
+    if dirs:
+        fixes.append(LD_FIX.format(dirs=": " + ", ".join(dirs)))
+    wheels = []
+    for lib in reported:
+        if lib.via in ("ld.so.cache", "default path", "RUNPATH"):
+            wheel = facts.torch.wheel_lib(_WHEEL_OF.get(lib.family or "", lib.family or ""))
+            if wheel is not None and wheel.version is not None:
+                wheels.append(f"{wheel.name}=={wheel.version}")
+    if wheels:  # torch's RUNPATH ($ORIGIN/../../nvidia/<lib>/lib) did not reach the wheel's folder
+        fixes.append(f"{pip_command(facts)} install --force-reinstall {' '.join(sorted(set(wheels)))}")
+    if missing:
+        version = facts.torch.version.public if facts.torch.version else "<version>"
+        fixes.append(f"{pip_command(facts)} install --force-reinstall torch=={version}")
+    return fixes or [LD_FIX.format(dirs="")]
+
+
+def _resolved_line(lib: ResolvedLib, facts: Facts) -> Optional[tuple[str, bool]]:
     """The finding for a library resolved outside the build, and whether it breaks torch: another
-    major, or older than the build's own (a newer minor of the same major usually loads)."""
+    major, or older than the build's own (a newer minor of the same major usually loads). None when
+    the build bundles no copy of its own (a source build, an NGC image: the system's is by design)
+    and nothing says the system's is the wrong one."""
     wheel = facts.torch.wheel_lib(_WHEEL_OF.get(lib.family or "", lib.family or ""))
-    theirs = wheel.version if wheel is not None else None
-    if theirs is None and lib.family == "cudart":
-        theirs = facts.torch.cuda
     it = f"{lib.family} {lib.version}" if lib.version is not None else f"{lib.family} of unknown version"
     where = f"{lib.soname} resolves to {lib.path} ({it}, via {lib.via})"
-    if theirs is None:
-        return f"{where}, outside torch's own files", False
-    needs = f"{wheel.name} {theirs}" if wheel is not None else f"CUDA {theirs}"
+    if wheel is None or wheel.version is None:
+        built = facts.torch.cuda
+        if lib.family != "cudart" or built is None or lib.version is None or not _breaks(lib.version, built):
+            return None
+        return f"{where}; the build was made with CUDA {built}", True
+    needs = f"{wheel.name} {wheel.version}"
     if lib.version is None:
         return f"{where}; the build bundles {needs}", False
-    if lib.version.major != theirs.major or lib.version.release < theirs.release[: len(lib.version.release)]:
+    if _breaks(lib.version, wheel.version):
         return f"{where}; the build needs {needs}", True
     return f"{where}; the build bundles {needs} (newer of the same major: usually loads)", False
+
+
+def _breaks(found: Version, needed: Version) -> bool:
+    """Another major, or older than the one needed (compared to the found version's precision)."""
+    return found.major != needed.major or found.release < needed.release[: len(found.release)]

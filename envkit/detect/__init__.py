@@ -30,7 +30,16 @@ from envkit.detect.toolkit import detect_toolkits
 from envkit.detect.torch_messages import read_torch_messages, with_messages
 from envkit.detect.vendors import VENDORS, unanswered
 from envkit.detect.visibility import apply_visibility
-from envkit.facts import ContainerFacts, DriverFacts, Facts, GpuFacts, HostFacts, PythonFacts, TorchFacts
+from envkit.facts import (
+    ContainerFacts,
+    DriverFacts,
+    Facts,
+    GpuFacts,
+    HostFacts,
+    PythonFacts,
+    ResolvedLib,
+    TorchFacts,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -166,6 +175,10 @@ def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Fa
             TorchFacts(error="not inspected"),
         ),
     )
+    if torch.cuda is not None and torch.location:
+        # The loader's view needs torch's folder, which the environment probe just found.
+        torch, loader_notes = _with_loader_view(system, torch, python, host)
+        notes += loader_notes
     if deep:
         torch = dataclasses.replace(torch, deep=values.get("deep") or deep_unanswered(budget))
         # torch's own warnings, caught by the probe, say why CUDA is unusable (torch_messages).
@@ -195,6 +208,21 @@ def _vendor_tasks(system: System) -> dict[str, Callable[[], Any]]:
 
 def _vendor_facts(values: Mapping[str, Any]) -> dict[str, Any]:
     return {v.name: values.get(v.name) or unanswered(v.name) for v in VENDORS}
+
+
+def _with_loader_view(
+    system: System, torch: TorchFacts, python: Optional[PythonFacts], host: HostFacts
+) -> tuple[TorchFacts, list[str]]:
+    """torch with the loader's view of its CUDA libraries (envkit.detect.loader), under the same
+    deadline as the rest."""
+    from envkit.detect.loader import loader_view
+
+    def view() -> tuple[tuple[ResolvedLib, ...], tuple[str, ...]]:
+        return loader_view(system, torch, python, host.cuda_libs)
+
+    values, notes = run_bounded({"loader": view}, system.deadline)
+    libs, loader_notes = values.get("loader", ((), ()))
+    return dataclasses.replace(torch, loader=libs), [*notes, *loader_notes]
 
 
 def _unanswered_driver(files: Optional[DriverFacts]) -> DriverFacts:
