@@ -81,12 +81,14 @@ def _label(value: object) -> str:
 def _family(
     name: str, kind: str, help: str, rows: list[tuple[dict[str, object], float]], unit: str = ""
 ) -> Optional[Family]:
-    samples = tuple(
-        (tuple((k, _label(v)) for k, v in labels.items()), float(value))
-        for labels, value in rows
-        if math.isfinite(value)
-    )
-    return Family(name, kind, help, samples, unit) if samples else None
+    # One sample per label set: Prometheus refuses a scrape with a duplicate series (two checks of
+    # one id, two GPUs reported with one index); the first is kept.
+    samples: dict[tuple[tuple[str, str], ...], float] = {}
+    for labels, value in rows:
+        key = tuple((k, _label(v)) for k, v in labels.items())
+        if math.isfinite(value) and key not in samples:
+            samples[key] = float(value)
+    return Family(name, kind, help, tuple(samples.items()), unit) if samples else None
 
 
 def _number(value: Any) -> Optional[float]:

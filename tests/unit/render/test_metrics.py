@@ -129,7 +129,8 @@ def test_verify_figures_in_base_units(openmetrics: bool) -> None:
 
 def test_a_failure_sets_healthy_to_0_and_names_the_cause() -> None:
     failing = CheckResult("torch.gpu_arch", Status.FAIL, "sm_120 is not in torch 2.5.1+cu121's architectures")
-    report = dataclasses.replace(h200(), checks=(*h200().checks[:-1], failing))
+    others = tuple(c for c in h200().checks if c.id != failing.id)
+    report = dataclasses.replace(h200(), checks=(*others, failing))
     got = parsed(prometheus_text(report))
     assert samples(got["envkit_healthy"]) == {(): 0.0}
     assert samples(got["envkit_check_status"])[(("check", "torch.gpu_arch"),)] == 2
@@ -237,3 +238,13 @@ def test_promtool_lints_the_textfile_clean(tmp_path: Path) -> None:
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_duplicate_series_is_written_once() -> None:
+    # Two results of one check id (a report edited by hand, or from another tool): Prometheus would
+    # refuse the whole scrape over a duplicate series.
+    twice = (CheckResult("gpu.health", Status.FAIL, "lost"), CheckResult("gpu.health", Status.PASS, "ok"))
+    report = dataclasses.replace(h200(), checks=twice)
+    assert samples(parsed(prometheus_text(report))["envkit_check_status"]) == {
+        (("check", "gpu.health"),): 2.0
+    }
