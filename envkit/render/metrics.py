@@ -198,21 +198,21 @@ def _verify_families(checks: tuple[CheckResult, ...]) -> Iterator[Optional[Famil
                 where: dict[str, object] = {"device": f"cuda:{device.get('index')}"}
                 for dtype in ("bf16", "fp16", "tf32"):
                     if (tflops := _number(device.get(f"{dtype}_tflops"))) is not None:
-                        matmul.append(({**where, "dtype": dtype}, tflops * 1e12))
+                        matmul.append(({**where, "dtype": dtype}, round(tflops * 1e12)))
                     if (ratio := _number(device.get(f"{dtype}_of_peak"))) is not None:
                         matmul_peak.append(({**where, "dtype": dtype}, ratio))
                 if (gbs := _number(device.get("d2d_gbs"))) is not None:
-                    copy.append((where, gbs * 1e9))
+                    copy.append((where, round(gbs * 1e9)))
                 if (ratio := _number(device.get("d2d_of_peak"))) is not None:
                     copy_peak.append((where, ratio))
             cpu = metrics.get("cpu")
             if isinstance(cpu, dict):
                 if (gflops := _number(cpu.get("fp32_gflops"))) is not None:
-                    matmul.append(({"device": "cpu", "dtype": "fp32"}, gflops * 1e9))
+                    matmul.append(({"device": "cpu", "dtype": "fp32"}, round(gflops * 1e9)))
                 if (gbs := _number(cpu.get("copy_gbs"))) is not None:
-                    copy.append(({"device": "cpu"}, gbs * 1e9))
+                    copy.append(({"device": "cpu"}, round(gbs * 1e9)))
         elif check.id == "verify.dist" and (gbs := _number(metrics.get("busbw_max_gbs"))) is not None:
-            busbw.append(({"backend": metrics.get("backend") or ""}, gbs * 1e9))
+            busbw.append(({"backend": metrics.get("backend") or ""}, round(gbs * 1e9)))
     yield _family(
         "envkit_verify_matmul_operations_per_second",
         "gauge",
