@@ -12,6 +12,7 @@ seconds per run for each, their ratio, and the watch's memory at the start and t
 measured runs (a growing figure would be a leak).
 
     python scripts/bench_watch.py --runs 20 --every 1s
+    python scripts/bench_watch.py --runs 20 --every 0.2s --memory-runs 800
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ def watch_cost(args: argparse.Namespace, folder: Path) -> tuple[float, float, fl
         for n in range(warm + 1, warm + args.runs + 1):
             durations.append(wait_runs(prom, n, proc, 120)["envkit_run_duration_seconds"])
         cpu1, rss1, t1 = cpu_seconds(proc.pid), rss_mib(proc.pid), time.monotonic()
+        # --memory-runs: the same watch goes on; its memory every eighth of the way (a leak grows
+        # with the runs; a warming cache or allocator settles).
+        step = max(1, args.memory_runs // 8)
+        for n in range(step, args.memory_runs + 1, step):
+            wait_runs(prom, n, proc, 600)
+            print(f"  after run {n:5d}: VmRSS {rss_mib(proc.pid):.1f} MiB", flush=True)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
@@ -107,6 +114,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="measured runs of each (default 20)")
     parser.add_argument("--every", default="1s", help="the watch's interval (default 1s)")
+    parser.add_argument(
+        "--memory-runs",
+        type=int,
+        default=0,
+        help="then let the watch reach this many runs, printing its memory",
+    )
     parser.add_argument(
         "extra", nargs="*", help="more preflight arguments (after --), e.g. --expect node.toml"
     )

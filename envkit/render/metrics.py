@@ -123,9 +123,10 @@ def _fact_families(facts: Facts) -> Iterator[Optional[Family]]:
                 )
             ],
         )
-    yield _family(
-        "envkit_gpus", "gauge", "GPUs the driver (NVML or nvidia-smi) reports.", [({}, len(facts.gpus))]
-    )
+    if "gpus" not in facts.unknown:  # a paste that shows no GPU list says nothing of their count
+        yield _family(
+            "envkit_gpus", "gauge", "GPUs the driver (NVML or nvidia-smi) reports.", [({}, len(facts.gpus))]
+        )
     yield _family(
         "envkit_gpu",
         "info",

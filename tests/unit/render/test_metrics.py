@@ -248,3 +248,10 @@ def test_a_duplicate_series_is_written_once() -> None:
     assert samples(parsed(prometheus_text(report))["envkit_check_status"]) == {
         (("check", "gpu.health"),): 2.0
     }
+
+
+def test_an_unknown_gpu_list_has_no_count() -> None:
+    report = h200()
+    facts = dataclasses.replace(report.facts, gpus=(), unknown=("gpus",))
+    names = {f.name for f in families(dataclasses.replace(report, facts=facts))}
+    assert "envkit_gpus" not in names and "envkit_gpu" not in names
