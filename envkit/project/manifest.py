@@ -111,6 +111,9 @@ def dumped(doc: Any, original: str) -> str:
     table made here ends in)."""
     tomlkit: Any = importlib.import_module("tomlkit")
     text = str(tomlkit.dumps(doc))
+    if "\n\n\n" not in original:  # a made table's blank line, and tomlkit's own before the next table
+        while "\n\n\n" in text:
+            text = text.replace("\n\n\n", "\n\n")
     if original.endswith("\n") and not original.endswith("\n\n"):
         text = text.rstrip("\n") + "\n"
     return text

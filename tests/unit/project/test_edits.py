@@ -318,3 +318,14 @@ def test_with_an_extension_its_wheel_goes_beside_torch(tmp_path: Path) -> None:
     data = tomllib.loads(edited(uv, tmp_path / "pyproject.toml", UV_INIT, want))
     assert "flash-attn==2.8.3.post1; sys_platform == 'linux'" in data["project"]["dependencies"]
     assert data["tool"]["uv"]["sources"]["flash-attn"][0]["url"].endswith(wheel)
+
+
+def test_pixi_conda_route_cross_platform_targets(tmp_path: Path) -> None:
+    text = PIXI.replace('platforms = ["linux-64"]  # the cluster', 'platforms = ["linux-64", "osx-arm64"]')
+    out = edited(
+        pixi, tmp_path / "pixi.toml", text, want_for(("linux-x86_64", "macos-arm64"), channel="conda")
+    )
+    data = tomllib.loads(out)
+    assert data["dependencies"]["pytorch"] == {"version": "2.13.0.*", "build": "cuda*"}
+    assert data["target"]["osx-arm64"]["dependencies"]["pytorch"] == {"version": "2.13.0.*", "build": "cpu*"}
+    assert "\n\n\n" not in out  # one blank line between tables, as pixi writes them
