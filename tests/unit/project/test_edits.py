@@ -326,6 +326,6 @@ def test_pixi_conda_route_cross_platform_targets(tmp_path: Path) -> None:
         pixi, tmp_path / "pixi.toml", text, want_for(("linux-x86_64", "macos-arm64"), channel="conda")
     )
     data = tomllib.loads(out)
-    assert data["dependencies"]["pytorch"] == {"version": "2.13.0.*", "build": "cuda*"}
+    assert data["dependencies"]["pytorch"] == {"version": "2.13.0.*", "build": "cuda129*"}
     assert data["target"]["osx-arm64"]["dependencies"]["pytorch"] == {"version": "2.13.0.*", "build": "cpu*"}
     assert "\n\n\n" not in out  # one blank line between tables, as pixi writes them
