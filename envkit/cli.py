@@ -813,10 +813,11 @@ def mirrors(
         from envkit.render.console import render_mirrors
 
         render_mirrors(table, stdout, verbose=verbose, quiet=quiet)
-    probes = [row["probe"] for row in table["mirrors"] if row.get("probe") is not None]
-    if probe and probes and not any(p["ok"] for p in probes):
-        stderr.print(f"envkit: every mirror failed the probe ({len(probes)} of {len(probes)})", markup=False)
-        return 1
+    verdict = table.get("verdict")
+    if probe and verdict is not None:
+        # One line: which mirrors serve the variant (PyPI answers no variant question), or why none.
+        stderr.print(f"envkit: {verdict['summary']}", markup=False)
+        return 0 if verdict["ok"] else 1
     return 0
 
 

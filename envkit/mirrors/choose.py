@@ -185,11 +185,19 @@ def mirror_table(
     variant = _check_variant(variant)
     mirrors = [m for m in load_mirrors() if wanted is None or m.kind is wanted]
     rows: list[dict[str, Any]] = [to_jsonable(m) for m in mirrors]
+    table: dict[str, Any] = {
+        "schema": MIRRORS_SCHEMA,
+        "variant": variant if probing else None,
+        "mirrors": rows,
+    }
     if probing:
+        from envkit.mirrors.verdict import probe_verdict
+
         results = probe(mirrors, timeout=timeout, variant=variant)
         for row, result in zip(rows, results):
             row["probe"] = to_jsonable(result)
-    return {"schema": MIRRORS_SCHEMA, "variant": variant if probing else None, "mirrors": rows}
+        table["verdict"] = probe_verdict(rows, variant).to_json()
+    return table
 
 
 # Choosing ----------------------------------------------------------------------------------------

@@ -292,7 +292,13 @@ def render_mirrors(
         console.print(line)
         probe = row.get("probe")
         if probe is not None:
-            if probe["ok"]:
+            if probe["ok"] and row["kind"] == "pypi" and table.get("variant"):
+                # PyPI answers for its default build only: no yes to a variant question.
+                note = (
+                    f"– {probe['elapsed_s']:.2f} s: torch's default build only, no {table['variant']} index"
+                )
+                console.print(Text(f"{'':27s}{note}", style="yellow"))
+            elif probe["ok"]:
                 console.print(Text(f"{'':27s}✓ {probe['elapsed_s']:.2f} s", style="green"))
             else:
                 console.print(Text(f"{'':27s}✗ {probe['error']}", style="red"))

@@ -3,13 +3,19 @@ goes to a proxy on a closed 127.0.0.1 port, so each probe really fails and nothi
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import socket
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from typer.testing import CliRunner
 
 from envkit import cli
+from tests.unit.mirrors.test_mirrors import WHEELS, Server, _no_proxy, closed_port, serve
+
+__all__ = ["_no_proxy", "serve"]  # the fixtures this module uses
 
 
 def _closed_port() -> int:
@@ -30,6 +36,42 @@ def test_every_mirror_failing_exits_1_with_a_summary(monkeypatch: pytest.MonkeyP
     )
     assert result.exit_code == 1, result.output
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("envkit:")]
-    assert line.startswith("envkit: every mirror failed the probe (")
+    assert line.startswith("envkit: cpu torch wheels: no mirror served them (pytorch: ")
+    assert line.endswith(
+        "next: a torch-wheels index you can reach (--mirror URL), or a folder of cpu wheels (--wheelhouse DIR)"
+    )
     # Without --probe nothing is fetched and the listing is a success.
     assert CliRunner().invoke(cli.app, ["mirrors", "--kind", "torch-wheels"]).exit_code == 0
+
+
+def test_pypi_answering_is_no_yes_to_a_variant_question(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, serve: Callable[..., Server]
+) -> None:
+    # mirrors --probe --variant cu121 showed PyPI as ✓ and exited 0 while every torch-wheels mirror
+    # failed: PyPI has no cu121 wheels (only torch's default build, no +cu121 versions).
+    import envkit.mirrors.choose as choose
+
+    pypi = serve({"/simple/torch/": b'<a href="/torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl">t</a>'})
+    rows = {m.name: m for m in choose.load_mirrors()}
+    mirrors = [
+        dataclasses.replace(rows["pytorch"], url=closed_port() + "/whl"),
+        dataclasses.replace(rows["pypi"], url=pypi.base + "/simple"),
+    ]
+    monkeypatch.setattr(choose, "load_mirrors", lambda: mirrors)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    result = CliRunner().invoke(cli.app, ["mirrors", "--probe", "--variant", "cu121", "--timeout", "2"])
+    assert result.exit_code == 1, result.output
+    assert "✓" not in result.stdout and "torch's default build only, no cu121 index" in result.stdout
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("envkit:")]
+    assert line.startswith("envkit: cu121 torch wheels: no mirror served them (pytorch: ")
+    assert "pypi answers, but PyPI carries only torch's default build, not cu121" in line
+    as_json = json.loads(
+        CliRunner().invoke(cli.app, ["mirrors", "--probe", "--variant", "cu121", "--json"]).stdout
+    )
+    assert as_json["verdict"]["ok"] is False and as_json["verdict"]["answers"] == []
+    # A torch-wheels index that serves it: exit 0, and the line names it.
+    wheels = serve({"/whl/cu121/torch/": WHEELS})
+    mirrors[0] = dataclasses.replace(rows["pytorch"], url=wheels.base + "/whl")
+    served = CliRunner().invoke(cli.app, ["mirrors", "--probe", "--variant", "cu121", "--timeout", "2"])
+    assert served.exit_code == 0, served.output
+    assert "envkit: cu121 torch wheels: served by pytorch (" in served.stderr
