@@ -83,10 +83,17 @@ def _guarded(call: Callable[[], Any], *, command: str = "", json_out: bool = Fal
     try:
         code = int(call() or 0)
     except _TYPER_ENDINGS as exc:
-        if json_out and isinstance(exc, _TYPER_ENDINGS[2]):  # a usage error: typer prints it
-            usage: Any = exc
-            _json_error(command, usage.format_message(), "", usage.exit_code)
-        raise
+        if not isinstance(exc, _TYPER_ENDINGS[2]):  # --help, typer.Exit, typer.Abort: typer's own
+            raise
+        # A usage error (a bad flag or value): one line, as envkit's other errors, and where to look
+        # (click would print the usage, a hint and the error: four lines).
+        usage: Any = exc
+        code = usage.exit_code
+        where = usage.ctx.command_path if getattr(usage, "ctx", None) is not None else "envkit"
+        stderr.print(f"[bold red]envkit:[/] {_escape(usage.format_message())}")
+        stderr.print(f"  hint: `{where} --help` lists its options", markup=False)
+        if json_out:
+            _json_error(command, usage.format_message(), "", code)
     except EnvkitError as exc:
         if exc.exit_code == EXIT_INTERNAL:  # envkit's own data is wrong (KnowledgeError): a bug
             code = _internal_error(exc, command=command, json_out=json_out)
@@ -193,7 +200,7 @@ _CHECKED_WHEN_WRITTEN = frozenset({"--junit", "--metrics", "--nfd-labels"})
 
 def _check_values(command: Any, params: dict[str, Any]) -> None:
     """Every value the command line gave ``command``, checked by its kind (``_value_checks``)."""
-    from envkit.errors import check_text
+    from envkit.errors import check_seconds, check_text
 
     checks = _value_checks()
     for param in command.params:
@@ -206,6 +213,8 @@ def _check_values(command: Any, params: dict[str, Any]) -> None:
         for item in values:
             if isinstance(item, str) and not (item == "-" and check is checks["PATH"]):  # stdin
                 check(item, label)
+            elif isinstance(item, float) and param.metavar == "SECONDS":
+                check_seconds(item, label)
 
 
 def _checked_context(base: type) -> type:
@@ -1697,6 +1706,15 @@ def main() -> None:
     begin(own_process=True)
     try:
         app(prog_name="envkit")
+    except KeyboardInterrupt as exc:
+        # Ctrl-C, SIGTERM or SIGHUP before a command runs (typer building the command tree, parsing
+        # the line): nothing was started; the same line and code as inside one, not a traceback.
+        from envkit._signals import ignore_interrupts
+
+        ignore_interrupts()
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"envkit: interrupted{f' ({exc})' if str(exc) else ''}\n")
+        raise SystemExit(int(getattr(exc, "exit_code", EXIT_INTERRUPTED))) from None
     finally:
         from envkit._proc import terminate_all
 

@@ -11,6 +11,7 @@ These classes only carry the code; the command line (envkit/cli.py) turns them i
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 import urllib.parse
@@ -41,6 +42,7 @@ __all__ = [
     "WayOut",
     "check_name",
     "check_path",
+    "check_seconds",
     "check_text",
     "check_url",
 ]
@@ -307,4 +309,17 @@ def check_url(value: str, label: str) -> str:
         host = None
     if parts.scheme not in ("http", "https") or not host:
         raise InputError(f"{label} {redact(_shown(value))}: not an http(s) URL")
+    return value
+
+
+# The longest wait envkit takes (--timeout): a week. Past it a deadline overflows the platform's
+# time_t in the waits (`--timeout 1e300` and `inf` were exit 70), and NaN compares false with
+# everything, so every wait ended at once.
+MAX_SECONDS: Final = 7 * 24 * 3600.0
+
+
+def check_seconds(value: float, label: str) -> float:
+    """A duration in seconds (``--timeout``): a finite number above 0, at most MAX_SECONDS."""
+    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
+        raise InputError(f"{label} {value!r}: give seconds above 0 and at most {MAX_SECONDS:.0f} (a week)")
     return value

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
-import typer.testing
+import typer.main
 
 from envkit import cli
 
@@ -84,6 +84,19 @@ class Sink(io.TextIOBase):
         return "".join(self.taken)
 
 
+_BUILT: dict[tuple[int, tuple[int, ...]], Any] = {}
+
+
+def _command() -> Any:
+    """typer's click command tree of the app, built once per shape of the app (building it is
+    ~0.1 s, and the harness runs thousands of command lines; tests/conftest.py does the same for
+    CliRunner)."""
+    key = (id(cli.app), tuple(id(c.callback) for c in cli.app.registered_commands))
+    if key not in _BUILT:
+        _BUILT[key] = typer.main.get_command(cli.app)
+    return _BUILT[key]
+
+
 @dataclass(frozen=True)
 class Result:
     code: int
@@ -107,7 +120,7 @@ def invoke(
     saved = sys.stdin, sys.stdout, sys.stderr
     sys.stdin, sys.stdout, sys.stderr = new_in, out, err
     try:
-        command = typer.testing._get_command(cli.app)  # type: ignore[attr-defined]
+        command = _command()
         try:
             command.main(args, prog_name="envkit", standalone_mode=True)
             code = 0
