@@ -40,6 +40,7 @@ class LockJob:
     lockfile: Path
     channels: tuple[str, ...]
     inputs: dict[str, str]
+    platforms: tuple[str, ...] = ()  # the conda subdirs locked
 
 
 def conda_lock_command(system: System) -> list[str]:
@@ -112,11 +113,24 @@ def lock_job(
     ]
     for subdir in subdirs:
         argv += ["--platform", subdir]
-    return LockJob(tuple(argv), lockfile, _channels(inputs["environment.yml"]), inputs)
+    return LockJob(tuple(argv), lockfile, _channels(inputs["environment.yml"]), inputs, tuple(subdirs))
 
 
 def lock(system: System, job: LockJob, *, on_line: Optional[Callable[[str], None]] = None) -> Path:
-    """Write the inputs to a temporary folder and run conda-lock there; returns the lock file."""
+    """Write the inputs to a temporary folder and run conda-lock there; returns the lock file.
+    Where conda-lock has no conda, mamba or micromamba to solve with, py-rattler solves and
+    conda-lock's own code writes the file (envkit.create.rattler_lock)."""
+    from envkit.create.rattler_lock import conda_lock_solver, rattler_lock, rattler_lockable
+
+    if conda_lock_solver(system) is None:
+        if rattler_lockable():
+            return rattler_lock(system, job, on_line=on_line)
+        raise LockFailed(
+            "conda-lock needs conda, mamba or micromamba to solve, and none is installed (none on PATH, "
+            "none in ensureconda's folder); conda-lock would try to download micromamba",
+            hint="pip install 'torch-envkit[conda]' (envkit then solves with py-rattler), or install "
+            "micromamba (https://mamba.readthedocs.io)",
+        )
     _check_reachable(job.channels)
     workdir = Path(tempfile.mkdtemp(prefix="envkit-lock-"))
     try:

@@ -33,7 +33,14 @@ if TYPE_CHECKING:
     from envkit.specs.pip import PipSource
     from envkit.specs.template import Template
 
-__all__ = ["SUBDIRS", "render_environment", "render_virtual_packages", "virtual_cuda", "virtual_packages"]
+__all__ = [
+    "SUBDIRS",
+    "default_virtual",
+    "render_environment",
+    "render_virtual_packages",
+    "virtual_cuda",
+    "virtual_packages",
+]
 
 # envkit platform -> conda subdir.
 SUBDIRS: Final = CONDA_SUBDIRS
@@ -52,6 +59,11 @@ _PLAIN: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=<>!*,+-]*$")
 def _yaml(value: str) -> str:
     """A YAML scalar: plain where that cannot be misread, else double-quoted (JSON's escapes are YAML's)."""
     return value if _PLAIN.match(value) else json.dumps(value)
+
+
+def default_virtual(subdir: str) -> dict[str, str]:
+    """conda-lock's default virtual packages of a subdir, without __cuda (its own is 11.4)."""
+    return dict(_VIRTUAL.get(subdir, {}))
 
 
 def virtual_cuda(plan: Plan, k: Knowledge) -> tuple[Optional[str], str]:

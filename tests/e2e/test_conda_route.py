@@ -321,3 +321,64 @@ def test_a_full_disk_fails_cleanly(tmp_path: Path, channels: Path) -> None:
     assert "No space left on device" in proc.stderr
     assert "free space" in proc.stderr  # the hint
     assert proc.stdout.strip() == ""  # the tmpfs is empty again: nothing half-made is left
+
+
+def test_lock_without_a_conda_binary_reads_back_with_conda_locks_parser(
+    tmp_path: Path, http_base: str, channels: Path
+) -> None:
+    """No conda, mamba or micromamba here: rattler solves each platform and conda-lock's own code
+    writes the file, which conda-lock's parser reads back with the channel's own hashes."""
+    from tests.unit.specs.test_specs import conda_lock
+
+    parse_conda_lock_file = conda_lock("conda_lock.lockfile").parse_conda_lock_file
+    rc = condarc(tmp_path / "condarc", http_base)
+    out = tmp_path / "lock"
+    out.mkdir()
+    env = {
+        **os.environ,
+        "CONDARC": str(rc),
+        "HOME": str(tmp_path / "home"),
+        "RATTLER_CACHE_DIR": str(tmp_path / "rc"),
+    }
+    args = [
+        "lock",
+        "pt2",
+        "--channel",
+        "conda",
+        *CUDA_121,
+        "-o",
+        str(out),
+        "--lock-platform",
+        "linux-64",
+        "--lock-platform",
+        "linux-aarch64",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lock = parse_conda_lock_file(out / "conda-lock.yml")
+    assert lock.metadata.platforms == ["linux-64", "linux-aarch64"]
+    assert [c.url for c in lock.metadata.channels] == ["pytorch", "nvidia", "defaults"]
+    by = {(p.platform, p.name): p for p in lock.package}
+    torch = by[("linux-64", "pytorch")]
+    assert (torch.version, torch.url) == (
+        "2.5.1",
+        f"{http_base}/pytorch/noarch/pytorch-2.5.1-py311_cuda12.1_cudnn9_0.conda",
+    )
+    repodata = json.loads((channels / "pytorch" / "noarch" / "repodata.json").read_text())
+    record = repodata["packages.conda"]["pytorch-2.5.1-py311_cuda12.1_cudnn9_0.conda"]
+    assert (torch.hash.md5, torch.hash.sha256) == (record["md5"], record["sha256"])
+    assert torch.dependencies["pytorch-cuda"] == "12.1.*" and "main" in torch.categories
+    assert ("linux-aarch64", "pytorch-cuda") in by  # __cuda there too: the target driver's
+    # A __cuda below what pytorch-cuda needs (driver 525.60.13 runs CUDA 12.0): exit 3, the reason,
+    # and the lock file as it was.
+    before = (out / "conda-lock.yml").read_bytes()
+    args[args.index("535.104.05")] = "525.60.13"
+    proc = subprocess.run(
+        [sys.executable, "-m", "envkit", *args], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "pytorch-cuda 12.1 needs __cuda >=12.1, and the target has __cuda=12.0" in proc.stderr
+    assert (out / "conda-lock.yml").read_bytes() == before
+    assert sorted(p.name for p in out.iterdir()) == ["conda-lock.yml"]

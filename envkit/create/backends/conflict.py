@@ -35,7 +35,7 @@ def _one_line(message: str) -> str:
     return "; ".join(parts)
 
 
-def _cuda_hint(need: str, have: Optional[str], why: str) -> str:
+def _cuda_hint(need: str, have: Optional[str], why: str, override: str) -> str:
     floor = None
     wanted = parse_version(re.sub(r"[^0-9.]", "", need.split(",")[0]) or "0")
     if wanted is not None:
@@ -51,14 +51,21 @@ def _cuda_hint(need: str, have: Optional[str], why: str) -> str:
     plain = re.sub(r"[^0-9.]", "", need.split(",")[0])
     return (
         f"it needs {upgrade}; the solve had {why.rstrip('.')}. Ask for an older CUDA (--cuda {have}), "
-        f"upgrade the driver, or, where the machine that will run it has that driver, set "
-        f"CONDA_OVERRIDE_CUDA={plain}"
+        f"upgrade the driver, or, where the machine that will run it has that driver, "
+        + override.format(cuda=plain)
     )
 
 
-def explain_conflict(message: str, virtual: Mapping[str, str], cuda_why: str) -> tuple[str, str]:
+def explain_conflict(
+    message: str,
+    virtual: Mapping[str, str],
+    cuda_why: str,
+    *,
+    override: str = "set CONDA_OVERRIDE_CUDA={cuda}",
+) -> tuple[str, str]:
     """(summary, hint) for rattler's SolverError text. ``virtual``: the virtual packages the solve
-    had (name -> "version" or "version build"); ``cuda_why``: why __cuda was what it was."""
+    had (name -> "version" or "version build"); ``cuda_why``: why __cuda was what it was;
+    ``override``: how to tell the solve the machine's driver ({cuda}: the CUDA it needs)."""
     needs = list(_VIRTUAL_NEED.finditer(message))
     if needs:
         first = needs[0]
@@ -70,7 +77,7 @@ def explain_conflict(message: str, virtual: Mapping[str, str], cuda_why: str) ->
             f"and the target has {shown}"
         )
         if name == "__cuda":
-            hint = _cuda_hint(spec, have.split()[0] if have else None, cuda_why)
+            hint = _cuda_hint(spec, have.split()[0] if have else None, cuda_why, override)
         elif name == "__glibc":
             hint = (
                 f"this machine's C library is glibc {have or 'unknown'}: a newer OS image, or an older "

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final, Optional
 from envkit.create.backends._base import INSTALL_TIMEOUT_S, Job, Laid, Step
 from envkit.errors import CreateFailed, EnvkitError, InputError, SolveFailed
 from envkit.knowledge import load_knowledge
-from envkit.mirrors.condarc import read_condarc
+from envkit.mirrors.condarc import CondaConfig, read_condarc
 from envkit.redact import redact
 from envkit.specs.conda import SUBDIRS, virtual_packages
 
@@ -50,7 +50,18 @@ if TYPE_CHECKING:
     from envkit._proc import ProcResult
     from envkit.system import System
 
-__all__ = ["RATTLER", "WORKER", "CondaSetup", "Rattler", "host_virtual_packages", "rattler_cache"]
+__all__ = [
+    "HINTS",
+    "RATTLER",
+    "WORKER",
+    "CondaInputs",
+    "CondaSetup",
+    "Rattler",
+    "conda_inputs",
+    "host_virtual_packages",
+    "rattler_cache",
+    "read_result",
+]
 
 WORKER: Final = Path(__file__).with_name("rattler_worker.py")
 REQUEST_FILE: Final = "rattler-request.json"
@@ -112,6 +123,51 @@ def host_virtual_packages() -> dict[str, str]:
     return found
 
 
+@dataclass(frozen=True)
+class CondaInputs:
+    """What a solve of an environment.yml is given: its channels where .condarc says they live
+    (with any credentials: for the child's environment only), its specs (a channel-qualified one
+    pointed at that channel's redacted URL), and its ``pip:`` lines."""
+
+    channels: tuple[str, ...]
+    specs: tuple[str, ...]
+    pip: tuple[str, ...]
+    config: CondaConfig
+
+
+def conda_inputs(text: str, env: Mapping[str, str]) -> CondaInputs:
+    """The solve's inputs from an environment.yml envkit rendered (``nodefaults`` dropped,
+    ``defaults`` as .condarc's default_channels)."""
+    yaml: Any = importlib.import_module("yaml")
+    data = yaml.safe_load(text) or {}
+    config = read_condarc(env)
+    channels: list[str] = []
+    where: dict[str, str] = {}  # channel as written -> its first URL
+    for name in (str(c) for c in data.get("channels") or []):
+        if name == "nodefaults":
+            continue
+        urls = config.channel_urls(name)
+        where[name] = urls[0]
+        channels += [u for u in urls if u not in channels]
+    specs: list[str] = []
+    pip: list[str] = []
+    for dep in data.get("dependencies") or []:
+        if isinstance(dep, dict):
+            pip += [str(line) for line in dep.get("pip") or []]
+            continue
+        qualifier, sep, rest = str(dep).partition("::")
+        if not sep:
+            specs.append(str(dep))
+            continue
+        if qualifier not in where:  # a channel only a spec names: conda searches it too, last
+            where[qualifier] = config.channel_urls(qualifier)[0]
+            channels += [where[qualifier]] if where[qualifier] not in channels else []
+        # pytorch::pytorch -> <where the pytorch channel lives>::pytorch (the worker puts the
+        # credentials back into a redacted URL)
+        specs.append(f"{redact(where[qualifier])}::{rest}")
+    return CondaInputs(tuple(channels), tuple(specs), tuple(pip), config)
+
+
 class Rattler:
     conda: Final = True
 
@@ -130,34 +186,13 @@ class Rattler:
                 "--offline: the rattler backend reads its conda channels",
                 hint="point .condarc's channel_alias at a local channel (file:///…), or use a pip backend",
             )
-        text = job.spec_files["environment.yml"]
-        yaml: Any = importlib.import_module("yaml")
-        data = yaml.safe_load(text) or {}
-        config = read_condarc(system.env)
-        channels: list[str] = []
-        where: dict[str, str] = {}  # channel as written -> its first URL
-        for name in (str(c) for c in data.get("channels") or []):
-            if name == "nodefaults":
-                continue
-            urls = config.channel_urls(name)
-            where[name] = urls[0]
-            channels += [u for u in urls if u not in channels]
-        specs: list[str] = []
-        pip: list[str] = []
-        for dep in data.get("dependencies") or []:
-            if isinstance(dep, dict):
-                pip += [str(line) for line in dep.get("pip") or []]
-                continue
-            qualifier, sep, rest = str(dep).partition("::")
-            if not sep:
-                specs.append(str(dep))
-                continue
-            if qualifier not in where:  # a channel only a spec names: conda searches it too, last
-                where[qualifier] = config.channel_urls(qualifier)[0]
-                channels += [where[qualifier]] if where[qualifier] not in channels else []
-            # pytorch::pytorch -> <where the pytorch channel lives>::pytorch (the worker puts the
-            # credentials back into a redacted URL)
-            specs.append(f"{redact(where[qualifier])}::{rest}")
+        inputs = conda_inputs(job.spec_files["environment.yml"], system.env)
+        channels, specs, pip, config = (
+            list(inputs.channels),
+            list(inputs.specs),
+            list(inputs.pip),
+            inputs.config,
+        )
         host = host_virtual_packages()
         packages, why = virtual_packages(job.plan, load_knowledge(), host=host)
         override = system.env.get("CONDA_OVERRIDE_CUDA")
@@ -228,7 +263,7 @@ def read_result(stdout: str) -> Optional[dict[str, Any]]:
 # What each kind of failure the worker reports means for the user, and its class: an unsolvable
 # request is exit 3 (no build satisfies it, as the resolver's own refusal); the rest are the
 # installer's failures (exit 4), with the prefix removed by the rollback.
-_HINTS: Final = {
+HINTS: Final = {
     "unreachable": (
         "check the network or the proxy, or point .condarc's channel_alias / custom_channels at a "
         "mirror that answers (envkit mirrors --kind conda)"
@@ -267,5 +302,5 @@ def explain(result: ProcResult, *, virtual: Mapping[str, str], cuda_why: str) ->
         )
         return SolveFailed(summary, hint=hint)
     failed = CreateFailed(f"rattler: {message or result.describe()}")
-    failed.hint = _HINTS.get(kind, "")
+    failed.hint = HINTS.get(kind, "")
     return failed

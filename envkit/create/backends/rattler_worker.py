@@ -13,8 +13,10 @@ which names the conflict), ``spec`` (a spec rattler cannot read), ``corrupt`` (a
 not match its checksum), ``disk`` (no space left), ``install`` (anything else while linking).
 
 It imports only the standard library and rattler, and is run by path, like the probes: the
-request is all it knows. Channel URLs that carry credentials come from ``ENVKIT_RATTLER_CHANNELS``
-in its environment (the request file holds them redacted); they never reach its argv or output.
+request is all it knows. With ``"mode": "lock"`` it only solves, for each of the request's
+platforms, and answers the records (``envkit lock`` writes them as conda-lock's file). Channel
+URLs that carry credentials come from ``ENVKIT_RATTLER_CHANNELS`` in its environment (the request
+file holds them redacted); they never reach its argv or output.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class Failure(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+        self.platform: Optional[str] = None  # the platform a lock's solve failed for
 
 
 def say(line: str) -> None:
@@ -165,12 +168,12 @@ def _history(prefix: str, cmd: str, records: list[Any], specs: list[str]) -> Non
         fh.write("\n".join(lines) + "\n")
 
 
-async def _run(request: dict[str, Any], channels: list[str]) -> dict[str, Any]:
+async def _solve(
+    request: dict[str, Any], channels: list[str], platform: str, virtual_packages: list[list[str]]
+) -> list[Any]:
+    """rattler's answer for ``platform`` (and noarch); a Failure saying why when there is none."""
     import rattler
-    from rattler.package_cache import ValidationMode
 
-    for url in channels:
-        probe(url)
     specs = _real_specs(list(request["specs"]), list(request["channels"]), channels)
     try:
         matchspecs = [rattler.MatchSpec(s, strict=False) for s in specs]
@@ -180,20 +183,19 @@ async def _run(request: dict[str, Any], channels: list[str]) -> dict[str, Any]:
         rattler.GenericVirtualPackage(
             rattler.PackageName(name), rattler.Version(version), rattler.BuildString(build or "0")
         )
-        for name, version, *rest in request["virtual_packages"]
+        for name, version, *rest in virtual_packages
         for build in [rest[0] if rest else "0"]
     ]
-    say(f"solving {len(specs)} specs against {len(channels)} channels for {request['platform']}")
+    say(f"solving {len(specs)} specs against {len(channels)} channels for {platform}")
     gateway = rattler.Gateway(
         cache_dir=request["repodata_cache"], client=rattler.Client.default_client(timeout=REPODATA_TIMEOUT_S)
     )
-    start = time.monotonic()
     try:
-        records = await rattler.solve(
+        records: list[Any] = await rattler.solve(
             channels,
             matchspecs,
             gateway=gateway,
-            platforms=[request["platform"], "noarch"],
+            platforms=[rattler.Subdir(platform), rattler.Subdir("noarch")],
             virtual_packages=virtual,
         )
     except Exception as exc:  # noqa: BLE001
@@ -205,6 +207,58 @@ async def _run(request: dict[str, Any], channels: list[str]) -> dict[str, Any]:
         lowered = str(exc).lower()
         kind = "unreachable" if "connect" in lowered or "timed out" in lowered else "channel"
         raise Failure(kind, str(exc)) from None
+    return records
+
+
+def _bare(url: str) -> str:
+    """``url`` without its credentials (a user:password, an anaconda.org /t/TOKEN/), for a lock file."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    path = parts.path
+    if path.startswith("/t/"):
+        path = "/" + path[3:].partition("/")[2]
+    return urllib.parse.urlunsplit(parts._replace(netloc=host, path=path))
+
+
+async def _lock(request: dict[str, Any], channels: list[str]) -> dict[str, Any]:
+    """Solve for each platform of the request (``envkit lock``); nothing is installed."""
+    for url in channels:
+        probe(url)
+    solved: dict[str, list[dict[str, Any]]] = {}
+    for platform in request["platforms"]:
+        try:
+            records = await _solve(request, channels, platform, request["virtual_packages"][platform])
+        except Failure as failure:
+            failure.platform = platform
+            raise
+        say(f"solved {platform}: {len(records)} packages")
+        solved[platform] = [
+            {
+                "name": r.name.normalized,
+                "version": str(r.version),
+                "build": str(r.build),
+                "subdir": r.subdir,
+                "channel": _bare(str(r.channel)),
+                "url": _bare(str(r.url)),
+                "md5": bytes(r.md5).hex() if r.md5 else None,
+                "sha256": bytes(r.sha256).hex() if r.sha256 else None,
+                "depends": list(r.depends),
+            }
+            for r in records
+        ]
+    return {"ok": True, "solved": solved}
+
+
+async def _run(request: dict[str, Any], channels: list[str]) -> dict[str, Any]:
+    import rattler
+    from rattler.package_cache import ValidationMode
+
+    if request.get("mode") == "lock":
+        return await _lock(request, channels)
+    for url in channels:
+        probe(url)
+    start = time.monotonic()
+    records = await _solve(request, channels, request["platform"], request["virtual_packages"])
     solved = time.monotonic() - start
     say(f"solved: {len(records)} packages in {solved:.2f} s")
     for r in records:
@@ -254,7 +308,10 @@ def main(argv: list[str]) -> int:
         result = asyncio.run(_run(request, channels))
         code = 0
     except Failure as failure:
-        result = {"ok": False, "error": {"kind": failure.kind, "message": str(failure)}}
+        result = {
+            "ok": False,
+            "error": {"kind": failure.kind, "message": str(failure), "platform": failure.platform},
+        }
         code = 1
     except ImportError as exc:
         result = {

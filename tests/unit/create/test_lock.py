@@ -58,8 +58,9 @@ def test_several_platforms_and_a_bad_one(tmp_path: Path) -> None:
 
 
 def test_without_network_it_fails_within_seconds(tmp_path: Path) -> None:
-    # The conda channels are unreachable from these machines: a clear failure, not a retry loop.
-    system = system_with(tmp_path, "conda-lock")
+    # The conda channels are unreachable from these machines: a clear failure, not a retry loop
+    # (conda-lock's way: it has a solver, micromamba, to run).
+    system = system_with(tmp_path, "conda-lock", "micromamba")
     job = prepare_lock(system, "pt2", H100_535, out_dir=str(tmp_path))
     start = time.monotonic()
     with pytest.raises(LockFailed) as info:
@@ -95,8 +96,13 @@ def test_cli_exit_code_and_one_clear_message(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 4  # LockFailed: EXIT_STEP_FAILED
-    assert proc.stderr.startswith("envkit: cannot lock: the conda channels do not answer")
+    # No conda, mamba or micromamba here: rattler solves (envkit.create.rattler_lock), and finds
+    # the channel unreachable within seconds.
+    assert proc.stderr.startswith(
+        "envkit: cannot lock: https://conda.anaconda.org/conda-forge does not answer"
+    )
     assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "conda-lock.yml").exists()
 
 
 def test_a_failure_message_carries_no_credentials(tmp_path: Path) -> None:
@@ -106,7 +112,7 @@ def test_a_failure_message_carries_no_credentials(tmp_path: Path) -> None:
     exe = write_program(tmp_path / "bin", "conda-lock", said, rc=1)
     job = LockJob((str(exe), "lock", "--file", "environment.yml"), tmp_path / "conda-lock.yml", (), {})
     with pytest.raises(LockFailed) as info:
-        lock(system_with(tmp_path), job)
+        lock(system_with(tmp_path, "micromamba"), job)
     text = info.value.message + info.value.hint + str(info.value)
     assert "conda-lock failed" in text and "exited with 1" in text
     assert token not in text
