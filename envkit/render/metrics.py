@@ -123,26 +123,67 @@ def _fact_families(facts: Facts) -> Iterator[Optional[Family]]:
                 )
             ],
         )
+    # NVIDIA's GPUs (NVML / nvidia-smi), then AMD's and Intel's (envkit.detect.amd / intel).
+    counts: list[tuple[dict[str, object], float]] = []
     if "gpus" not in facts.unknown:  # a paste that shows no GPU list says nothing of their count
-        yield _family(
-            "envkit_gpus", "gauge", "GPUs the driver (NVML or nvidia-smi) reports.", [({}, len(facts.gpus))]
+        counts.append(({"vendor": "nvidia"}, len(facts.gpus)))
+    rows: list[tuple[dict[str, object], float]] = [
+        (
+            {
+                "vendor": "nvidia",
+                "gpu": gpu.index,
+                "model": gpu.name or "",
+                "uuid": gpu.uuid or "",
+                "compute_capability": gpu.compute_capability or "",
+                "arch": gpu.compute_capability.sm if gpu.compute_capability is not None else "",
+            },
+            1,
         )
-    yield _family(
-        "envkit_gpu",
-        "info",
-        "One GPU: its index (as DCGM's gpu label), model, UUID and compute capability.",
-        [
+        for gpu in facts.gpus
+    ]
+    drivers: list[tuple[dict[str, object], float]] = []
+    for other in (facts.amd, facts.intel):
+        if not other.gpus:
+            continue
+        counts.append(({"vendor": other.vendor}, len(other.gpus)))
+        rows += [
             (
                 {
+                    "vendor": other.vendor,
                     "gpu": gpu.index,
                     "model": gpu.name or "",
-                    "uuid": gpu.uuid or "",
-                    "compute_capability": gpu.compute_capability or "",
+                    "uuid": "",
+                    "compute_capability": "",
+                    "arch": gpu.arch or "",
                 },
                 1,
             )
-            for gpu in facts.gpus
-        ],
+            for gpu in other.gpus
+        ]
+        drivers.append(
+            (
+                {
+                    "vendor": other.vendor,
+                    "driver": other.driver or "",
+                    "version": other.driver_version or "",
+                    "runtime_version": other.runtime or "",
+                },
+                1,
+            )
+        )
+    yield _family("envkit_gpus", "gauge", "GPUs the drivers report, per vendor.", counts)
+    yield _family(
+        "envkit_gpu",
+        "info",
+        "One GPU: its vendor, index (as DCGM's gpu label for NVIDIA), model, UUID, compute capability "
+        "and architecture (sm_90, gfx942, pvc).",
+        rows,
+    )
+    yield _family(
+        "envkit_gpu_driver",
+        "info",
+        "An AMD or Intel GPU driver (amdgpu, xe, i915), its version and the ROCm / Level Zero runtime.",
+        drivers,
     )
     torch = facts.torch
     if torch.version is not None:

@@ -75,9 +75,19 @@ def node_labels(report: Report, *, strict: bool = False) -> dict[str, str]:
         # and Lt compare integers only, so `driver.cuda-int Gt 12079` selects drivers for CUDA 12.8+.
         major, minor = (*driver.cuda_version.release, 0)[:2]
         raw["driver.cuda-int"] = 1000 * major + 10 * minor
-    if facts.gpus:
-        raw["gpu.count"] = len(facts.gpus)
-        raw["gpu.model"] = _one([g.name or "unknown" for g in facts.gpus])
+    # NVIDIA's GPUs, and AMD's and Intel's (envkit.detect.amd / intel): (vendor, model, arch).
+    gpus = [
+        ("nvidia", g.name, g.compute_capability.sm if g.compute_capability is not None else None)
+        for g in facts.gpus
+    ]
+    gpus += [(v.vendor, g.name, g.arch) for v in (facts.amd, facts.intel) for g in v.gpus]
+    if gpus:
+        raw["gpu.count"] = len(gpus)
+        raw["gpu.vendor"] = _one([vendor for vendor, _, _ in gpus])
+        raw["gpu.model"] = _one([name or "unknown" for _, name, _ in gpus])
+        arches = sorted({arch for _, _, arch in gpus if arch})
+        if arches:  # sm_90, gfx942, pvc: what a build's architecture list names
+            raw["gpu.arch"] = "_".join(arches)
         caps = sorted({str(g.compute_capability) for g in facts.gpus if g.compute_capability is not None})
         if caps:
             raw["gpu.compute-capability"] = "_".join(caps)

@@ -53,14 +53,16 @@ def test_text_format_reads_back_with_every_check_and_fact() -> None:
         (("cuda_version", "13.0"), ("hip_version", ""), ("variant", "cu130"), ("version", "2.11.0")): 1.0
     }
     assert samples(got["envkit_nccl_info"]) == {(("version", "2.28.9"),): 1.0}
-    assert samples(got["envkit_gpus"]) == {(): 1.0}
+    assert samples(got["envkit_gpus"]) == {(("vendor", "nvidia"),): 1.0}
     ((labels, value),) = samples(got["envkit_gpu_info"]).items()
     assert value == 1
     assert dict(labels) == {
+        "vendor": "nvidia",
         "gpu": "0",
         "model": "NVIDIA H200",
         "uuid": "GPU-9a8b5d69-e0af-053d-85fe-e03dc949d6ac",
         "compute_capability": "9.0",
+        "arch": "sm_90",
     }
     # No client-side timestamps: node_exporter skips a whole file that has one (textfile.go).
     assert all(s.timestamp is None for f in got.values() for s in f.samples)
@@ -255,3 +257,21 @@ def test_an_unknown_gpu_list_has_no_count() -> None:
     facts = dataclasses.replace(report.facts, gpus=(), unknown=("gpus",))
     names = {f.name for f in families(dataclasses.replace(report, facts=facts))}
     assert "envkit_gpus" not in names and "envkit_gpu" not in names
+
+
+def test_amd_gpus_from_a_recorded_mi300x_are_counted_and_described(machine: Any, tmp_path: Path) -> None:
+    # The recorded KFD tree of 8x MI300X in CPX mode (tests/data/README.md, amd/mi300x-x8-cpx).
+    from envkit.detect.amd import detect_amd
+    from envkit.system import System
+
+    root = tmp_path / "mi300x"
+    shutil.copytree(DATA / "amd" / "mi300x-x8-cpx", root, symlinks=True)
+    amd = detect_amd(System(env=machine.env, root=root, nvml=machine.nvml))
+    report = h200()
+    report = dataclasses.replace(report, facts=dataclasses.replace(report.facts, gpus=(), amd=amd))
+    got = parsed(openmetrics_text(report), openmetrics=True)
+    assert samples(got["envkit_gpus"]) == {(("vendor", "nvidia"),): 0.0, (("vendor", "amd"),): 8.0}
+    arches = {dict(labels)["arch"] for labels in samples(got["envkit_gpu"])}
+    assert arches == {"gfx942"}
+    ((labels, _),) = samples(got["envkit_gpu_driver"]).items()
+    assert dict(labels)["vendor"] == "amd"

@@ -81,7 +81,9 @@ def test_the_h200_node_gets_labels_pods_can_select_on() -> None:
         "driver.cuda": "13.0",
         "driver.cuda-int": "13000",
         "gpu.count": "1",
+        "gpu.vendor": "nvidia",
         "gpu.model": "NVIDIA-H200",
+        "gpu.arch": "sm_90",
         "gpu.compute-capability": "9.0",
         "torch.version": "2.11.0",
         "torch.variant": "cu130",
@@ -168,3 +170,18 @@ def test_npd_message_when_healthy_is_a_tally() -> None:
 def test_npd_message_redacts() -> None:
     message: Optional[str] = npd_message(f"envkit: torch.installed: https://u:{SECRET}@pypi.example/", {})
     assert message is not None and SECRET not in message
+
+
+def test_an_amd_node_gets_its_vendor_and_gfx_arch() -> None:
+    from envkit.facts import AccelGpu, VendorFacts
+
+    # As the recorded MI300X tree reads (tests/data/amd/mi300x-x8-cpx: gfx942, device 0x74a1).
+    amd = VendorFacts(
+        "amd", gpus=tuple(AccelGpu(i, name="AMD Instinct MI300X", arch="gfx942") for i in range(8))
+    )
+    report = h200()
+    report = dataclasses.replace(report, facts=dataclasses.replace(report.facts, gpus=(), amd=amd))
+    labels = {k.removeprefix(LABEL_PREFIX): v for k, v in node_labels(report).items()}
+    assert (labels["gpu.count"], labels["gpu.vendor"], labels["gpu.arch"]) == ("8", "amd", "gfx942")
+    assert labels["gpu.model"] == "AMD-Instinct-MI300X"
+    assert "gpu.compute-capability" not in labels
