@@ -22,6 +22,8 @@ def _plans(added: Added, errors: Console) -> None:
         for source in want.sources:
             plan = source.plan
             where = source.index_url or "the project's default index (PyPI)"
+            if plan.conda is not None and plan.channel.value == "conda":
+                where = f"conda ({', '.join(plan.conda.channels)}: {' '.join(plan.conda.dependencies)})"
             also = f" (and {', '.join(source.platforms[1:])})" if len(source.platforms) > 1 else ""
             what = f"torch {plan.torch} ({plan.variant}) for {plan.target.describe()}{also}"
             errors.print(Text(f"envkit: {what}: from {where}"))
