@@ -147,13 +147,13 @@ def _categories() -> list[Category]:
     from tests.hostile import cli_args, faults, fuzz, signals
 
     found = [
-        Category(name, fuzz.category_run(strategy, prop), fast=6, slow=400)
+        Category(name, fuzz.category_run(strategy, prop), fast=3, slow=400)
         for name, strategy, prop in fuzz.PROPERTIES
     ]
     found += [
-        Category("command lines", cli_args.run, fast=12, slow=600),
+        Category("command lines", cli_args.run, fast=8, slow=600),
         Category("faults: nvidia-smi and /proc", faults.run_smi, fast=1, slow=20),
-        Category("faults: NVML readings", faults.run_nvml, fast=4, slow=120),
+        Category("faults: NVML readings", faults.run_nvml, fast=2, slow=120),
         # A compiled library and a real envkit per case (~1.5 s): the default suite has its own cases
         # of each kind (tests/unit/detect/test_nvml_isolation.py); the sample here is slow only.
         Category("faults: NVML library", faults.run_nvml_library, fast=0, slow=6),

@@ -65,10 +65,10 @@ def test_every_command_with_a_closed_stdin_and_a_full_stdout(place: Place, name:
     assert_answered(invoke(argv, stdin_closed=True), f"{argv} <&-")
     full = invoke(argv, stdout=Sink(limit=0, error=errno.ENOSPC))
     assert_answered(full, f"{argv} > /dev/full")
-    whole = invoke(argv)
-    if whole.stdout:  # it writes data: the full disk is said, and the work's failure is kept
+    whole = invoke(argv) if name != "preflight" else None  # preflight's data: its --json, always
+    if whole is None or whole.stdout:  # it writes data: the full disk is said, the work's failure kept
         assert "cannot write to standard output (No space left on device)" in full.stderr, full.stderr
-        assert full.code == (whole.code or 2), (whole.code, full.code)
+        assert full.code == ((whole.code if whole else 0) or 2), full.code
     for param in inputs(commands()[name]):  # each file it reads, as `-` from a closed stdin
         result = invoke(with_value(name, place, param, "-"), stdin_closed=True)
         assert_answered(result, f"{name} {label(param)} - <&-", failed=True)
@@ -80,8 +80,12 @@ def test_every_name_and_path_past_what_a_file_system_takes(place: Place, name: s
         pytest.skip(f"no {name} command here")
     params = [p for p in commands()[name].params if p.metavar in NAME_KINDS | PATH_KINDS]
     for param in params:
-        # preflight's outputs are checked when written, after a whole (fake) run: one value each.
-        once = param.metavar in NAME_KINDS or cli._CHECKED_WHEN_WRITTEN.intersection(param.opts)
+        # preflight's outputs are checked when written, after a whole (fake) run: one of them here
+        # (the check is envkit._files.check_output's, the same for each).
+        later = cli._CHECKED_WHEN_WRITTEN.intersection(param.opts)
+        if later and "--junit" not in later:
+            continue
+        once = param.metavar in NAME_KINDS or later
         values = [TOO_LONG_NAME] if once else [TOO_LONG_NAME, TOO_LONG_PATH]
         for value in values:
             result = invoke(with_value(name, place, param, value))
