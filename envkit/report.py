@@ -90,13 +90,17 @@ CAUSE_RANK: Final[tuple[str, ...]] = (
     "container.gpus",
     "container.capabilities",
     "driver.loaded",  # no working driver: nothing GPU-side can work
+    "driver.amd",  # the AMD GPUs' kernel driver (KFD) or its ROCm release against the build's
+    "driver.intel",  # no Level Zero (or no xe / i915) for the Intel GPU
     "gpu.health",  # a GPU NVML reports broken (ECC, fallen off the bus, not answering)
     "expect.*",  # drift from the fleet's expectations file (preflight)
     "torch.driver_compat",  # the driver cannot run the build's CUDA
     "container.cuda_driver",  # the host's driver cannot run the image's CUDA
     "torch.cpu_build_on_gpu",  # a CPU-only build beside NVIDIA GPUs
+    "torch.gpu_vendor",  # a build for another vendor's GPUs (ROCm torch on NVIDIA, CUDA on AMD)
     "torch.cuda_available",  # a CUDA build that cannot use CUDA (no driver, not initialized)
     "torch.gpu_arch",  # the build has no code for the GPU
+    "torch.gfx_arch",  # the ROCm build has no code for the AMD GPU
     "torch.duplicates",  # two torch installs, or CUDA wheels of two CUDA majors
     "torch.cuda_libs",  # CUDA libraries on LD_LIBRARY_PATH shadowing the wheel's
     "torch.companions",  # torchvision/torchaudio/triton made for another torch

@@ -29,6 +29,7 @@ from envkit.checks.nccl_failure import check_nccl_failure
 from envkit.checks.shm import check_shm
 from envkit.checks.toolkit import check_toolkit_nvcc
 from envkit.checks.torch import check_torch_cuda_libs, check_torch_duplicates, check_torch_installed
+from envkit.checks.vendors import check_amd_driver, check_gfx_arch, check_gpu_vendor, check_intel_driver
 from envkit.facts import Facts
 from envkit.report import CHECK_BROKEN, CheckResult, Status
 
@@ -45,6 +46,8 @@ CHECKS: Final[dict[str, Check]] = {
     "gpu.health": check_gpu_health,
     "gpu.mig": check_gpu_mig,
     "gpu.memory": check_gpu_memory,
+    "driver.amd": check_amd_driver,
+    "driver.intel": check_intel_driver,
     "toolkit.nvcc": check_toolkit_nvcc,
     "python.shm": check_shm,
     "torch.installed": check_torch_installed,
@@ -58,6 +61,8 @@ CHECKS: Final[dict[str, Check]] = {
     "torch.driver_compat": check_torch_driver_compat,
     "torch.gpu_arch": check_gpu_arch,
     "torch.cpu_build_on_gpu": check_cpu_build_on_gpu,
+    "torch.gpu_vendor": check_gpu_vendor,
+    "torch.gfx_arch": check_gfx_arch,
     "nccl.env": check_nccl_env,
     "nccl.failure": check_nccl_failure,
     "nccl.version": check_nccl_version,
@@ -68,7 +73,7 @@ CHECKS: Final[dict[str, Check]] = {
 
 # Report sections, in display order.
 AREAS: Final = {
-    "driver": "NVIDIA driver",
+    "driver": "GPU drivers",
     "gpu": "GPUs",
     "toolkit": "CUDA toolkit",
     "python": "Python",

@@ -12,6 +12,7 @@ from envkit.resolve import Plan, Request, parse_cuda_request, parse_torch_spec, 
 from envkit.resolve.extensions import parse_extensions
 from envkit.resolve.plan import Channel, CudaKind, CudaRequest, PlanFlags
 from envkit.resolve.target import Target, target_from_facts, target_from_flags
+from envkit.versions import Version
 
 if TYPE_CHECKING:
     from envkit.resolve.available import Available
@@ -58,7 +59,10 @@ def _check_cuda_exists(text: str, cuda: CudaRequest) -> None:
         newer = cuda.major is not None and cuda.major > max(k.families)
         what = "there is no CUDA" if newer else "no torch build envkit knows is for CUDA"
         raise InputError(f"--cuda {text!r}: {what} {cuda.major} (CUDA majors envkit knows: {majors})")
-    if cuda.kind is not CudaKind.EXACT or not str(cuda.variant).startswith("cu"):
+    if cuda.kind is CudaKind.EXACT and not str(cuda.variant).startswith("cu"):
+        _check_variant_published(text, str(cuda.variant))
+        return
+    if cuda.kind is not CudaKind.EXACT:
         return
     version = variant_cuda(str(cuda.variant))
     published = any(cuda.variant in vs for r in k.releases for vs in r.variants.values())
@@ -68,6 +72,21 @@ def _check_cuda_exists(text: str, cuda: CudaRequest) -> None:
     raise InputError(
         f"--cuda {text!r}: no CUDA {version} exists (the CUDA toolkits envkit knows: {span})",
         hint="give a released CUDA version, e.g. --cuda 12.8, a major (--cuda 12), or --cuda auto",
+    )
+
+
+def _check_variant_published(text: str, variant: str) -> None:
+    """``--cuda rocm9.9`` names no wheel folder any release has: an input error naming those that
+    exist (the ROCm variants of the knowledge base, each a download.pytorch.org/whl folder)."""
+    k = load_knowledge()
+    published = {v for r in k.releases for vs in r.variants.values() for v in vs}
+    if variant in published:
+        return
+    rocm = sorted((v for v in published if v.startswith("rocm")), key=lambda v: Version(v[4:]))
+    raise InputError(
+        f"--cuda {text!r}: no torch release has {variant} wheels (ROCm variants envkit knows: "
+        f"{', '.join(rocm[-6:])}, …)",
+        hint="give a published variant, e.g. --cuda rocm6.4, or --cuda rocm for the newest that fits",
     )
 
 

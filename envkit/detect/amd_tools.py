@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
 from envkit._proc import short
+from envkit.knowledge.vendors import normalize_gfx
 
 if TYPE_CHECKING:
     from envkit._proc import ProcResult
@@ -73,28 +74,6 @@ def _value(text: Optional[str]) -> Optional[str]:
         return None
     value = text.strip()
     return None if value.lower() in _NONE else value[:128]
-
-
-_GFX: Final = re.compile(r"^gfx([0-9a-f]{3,5})$")
-
-
-def normalize_gfx(text: str) -> Optional[str]:
-    """A gfx target as tools print it, in LLVM's spelling. rocm-smi and the amdsmi bindings print
-    the stepping in decimal ("gfx9010" for gfx90a: ROCm/rocm_smi_lib#159's MI250X); rocminfo and
-    collect_env add feature flags ("gfx90a:sramecc+:xnack-"). None for what is not a gfx target.
-
-    >>> normalize_gfx("gfx9010"), normalize_gfx("GFX942"), normalize_gfx("gfx90a:sramecc+:xnack-")
-    ('gfx90a', 'gfx942', 'gfx90a')
-    >>> normalize_gfx("gfx18446744073709551615"), normalize_gfx("N/A")
-    (None, None)
-    """
-    value = text.strip().lower().split(":", 1)[0]
-    decimal = re.fullmatch(r"gfx([6-9])(\d)(\d{2})", value)
-    if decimal and int(decimal.group(3)) > 9:
-        # One-digit major, one minor digit, a two-digit decimal stepping: 9,0,10 -> gfx90a.
-        step = int(decimal.group(3))
-        return f"gfx{decimal.group(1)}{decimal.group(2)}{step:x}" if step <= 15 else None
-    return value if _GFX.match(value) else None
 
 
 def _gfx(text: Optional[str]) -> Optional[str]:

@@ -27,6 +27,7 @@ from typing import Final, Optional
 from envkit.detect.host import lib_family
 from envkit.detect.torch_messages import TorchMessages, read_torch_messages, with_messages
 from envkit.facts import (
+    AccelGpu,
     CondaPackage,
     DeepTorchFacts,
     Distribution,
@@ -38,7 +39,9 @@ from envkit.facts import (
     SharedLib,
     ToolkitFacts,
     TorchFacts,
+    VendorFacts,
 )
+from envkit.knowledge.vendors import normalize_gfx
 from envkit.versions import NvVersion, Version, parse_version
 
 __all__ = ["SOURCE", "UNREPORTED_CHECKS", "looks_like_collect_env", "parse_collect_env"]
@@ -546,9 +549,10 @@ def _parse(text: str) -> Facts:
     platform, kernel, arch = _platform(reader, notes)
     driver = _driver(reader.value("driver"))
     gpus: tuple[GpuFacts, ...] = ()
+    amd = VendorFacts("amd")
     if reader.value("rocm_built"):
-        # A ROCm build prints torch.cuda.get_device_name(): an AMD GPU, not one for these checks.
-        notes.append(f"ROCm build; GPU not recorded: {reader.value('gpus')}")
+        # A ROCm build prints torch.cuda.get_device_name() and its gcnArchName: an AMD GPU.
+        amd = _amd_gpus(reader.fields.get("gpus", []), notes)
     else:
         gpus = _gpus(reader.fields.get("gpus", []), notes) or _gpus_from_messages(messages, notes)
         gpus = _with_reported_cc(gpus, messages)
@@ -591,6 +595,7 @@ def _parse(text: str) -> Facts:
         ),
         python=_python(reader, platform),
         torch=_torch(reader, notes, messages),
+        amd=amd,
         notes=(f"read from pasted `python -m torch.utils.collect_env` output ({SOURCE})", *notes),
     )
 
@@ -611,6 +616,24 @@ _CARRIES: Final = {
 
 def _uncollected(reader: _Reader, key: str) -> bool:
     return " ".join(reader.fields.get(key, [])).lower().startswith("could not collect")
+
+
+# "AMD Instinct MI210 (gfx90a:sramecc+:xnack-)": collect_env's line for a ROCm build
+# (torch.cuda.get_device_name() and the device's gcnArchName, torch/utils/collect_env.py get_gpu_info).
+_AMD_GPU_RE: Final = re.compile(r"^(?:GPU \d+:\s*)?(?P<name>.+?)\s*\((?P<gfx>gfx[0-9a-fA-F]+)[^)]*\)\s*$")
+
+
+def _amd_gpus(lines: list[str], notes: list[str]) -> VendorFacts:
+    """The AMD GPU a ROCm build's report names, with its gfx target; the driver is not in a report."""
+    gpus: list[AccelGpu] = []
+    for line in lines:
+        m = _AMD_GPU_RE.match(_clean(line).strip())
+        if m:
+            gfx = normalize_gfx(m.group("gfx"))
+            gpus.append(AccelGpu(index=len(gpus), name=m.group("name"), arch=gfx, source=SOURCE))
+    if not gpus and any(line.strip() for line in lines):
+        notes.append(f"ROCm build; GPU without a gfx target not recorded: {' '.join(lines).strip()}")
+    return VendorFacts("amd", gpus=tuple(gpus), sources=(SOURCE,) if gpus else ())
 
 
 def _unknown(reader: _Reader, gpus: tuple[GpuFacts, ...]) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ __all__ = [
     "JetPack",
     "RocmArch",
     "VendorKnowledge",
+    "normalize_gfx",
     "read_vendor_knowledge",
     "rocm_version",
 ]
@@ -41,6 +42,25 @@ def rocm_version(variant: str) -> Optional[Version]:
     """
     match = re.fullmatch(r"rocm(\d+(?:\.\d+)*)", variant)
     return Version(match.group(1)) if match else None
+
+
+def normalize_gfx(text: str) -> Optional[str]:
+    """A gfx target as tools print it, in LLVM's spelling. rocm-smi and the amdsmi bindings print
+    the stepping in decimal ("gfx9010" for gfx90a: ROCm/rocm_smi_lib#159's MI250X); rocminfo and
+    collect_env add feature flags ("gfx90a:sramecc+:xnack-"). None for what is not a gfx target.
+
+    >>> normalize_gfx("gfx9010"), normalize_gfx("GFX942"), normalize_gfx("gfx90a:sramecc+:xnack-")
+    ('gfx90a', 'gfx942', 'gfx90a')
+    >>> normalize_gfx("gfx18446744073709551615"), normalize_gfx("N/A")
+    (None, None)
+    """
+    value = text.strip().lower().split(":", 1)[0]
+    decimal = re.fullmatch(r"gfx([6-9])(\d)(\d{2})", value)
+    if decimal and int(decimal.group(3)) > 9:
+        # One-digit major, one minor digit, a two-digit decimal stepping: 9,0,10 -> gfx90a.
+        step = int(decimal.group(3))
+        return f"gfx{decimal.group(1)}{decimal.group(2)}{step:x}" if step <= 15 else None
+    return value if _GFX_NAME.match(value) else None
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,13 @@ def _facts_lines(facts: Facts) -> list[str]:
     return lines
 
 
+def _variant_words(variant: str) -> str:
+    """ "ROCm 7.2" for rocm7.2, "Intel XPU" for xpu, the variant itself otherwise."""
+    if variant.startswith("rocm"):
+        return f"ROCm {variant[4:]}"
+    return "Intel XPU" if variant == "xpu" else variant
+
+
 def _vendor_line(vendor: VendorFacts) -> str:
     """ "AMD: 8 × AMD Instinct MI300X (gfx942) · amdgpu 6.12.12 · ROCm 6.4.1"; "" without GPUs."""
     if not vendor.gpus:
@@ -233,7 +240,13 @@ def render_plan(plan: Plan, console: Console, *, explain: bool = False) -> None:
     header = Text("envkit resolve", style="bold")
     header.append(f" — {plan.target.describe()} ({plan.target.described_by})", style="dim")
     console.print(header)
-    cuda = f"CUDA {plan.cuda}" if plan.cuda else "CPU only" if plan.variant == "cpu" else plan.variant
+    cuda = (
+        f"CUDA {plan.cuda}"
+        if plan.cuda
+        else "CPU only"
+        if plan.variant == "cpu"
+        else _variant_words(plan.variant)
+    )
     line = Text("  torch ")
     line.append(f"{plan.torch}", style="bold green")
     line.append(f" + {plan.variant} ({cuda}) · torchvision {plan.torchvision} · torchaudio {plan.torchaudio}")

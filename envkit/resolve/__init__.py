@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final, Optional, Union
 from envkit.errors import NoBuildError, RejectedBuild, WayOut
 from envkit.knowledge import CONDA_SUBDIRS, Knowledge, Release, variant_cuda
 from envkit.resolve import extensions as ext_rule
-from envkit.resolve import rules
+from envkit.resolve import rules, vendors
 from envkit.resolve.plan import (
     PLAN_SCHEMA,
     PYTORCH_INDEX,
@@ -162,10 +162,24 @@ class _Evaluator:
             if self.request.cuda.kind is CudaKind.EXACT and self.request.cuda.variant not in offered:
                 offered[str(self.request.cuda.variant)] = _NoRoute.NO_SUCH_BUILD
             for variant, route in offered.items():
-                if variant.startswith("rocm") and self.request.cuda.kind is not CudaKind.EXACT:
+                if self._other_vendor(variant):
                     continue
                 found.append(self._evaluate(release, variant, route))
         return found
+
+    def _other_vendor(self, variant: str) -> bool:
+        """A ROCm or XPU build for a target without the vendor's GPUs, or a CUDA build for one with
+        AMD or Intel GPUs and no NVIDIA one, not asked for by --cuda: left out of the candidates (and
+        of --explain and of the ways out)."""
+        kind, cuda = vendors.vendor_of(variant), self.request.cuda.kind
+        if kind == "cuda":
+            t = self.target
+            return cuda in (CudaKind.AUTO, CudaKind.ROCM) and not t.has_nvidia and (t.has_amd or t.has_intel)
+        if kind == "rocm":
+            return not (self.target.has_amd or cuda in (CudaKind.EXACT, CudaKind.ROCM))
+        if kind == "xpu":
+            return not (self.target.has_intel or cuda is CudaKind.EXACT)
+        return False
 
     def _evaluate(self, release: Release, variant: str, route: Union[Route, _NoRoute]) -> _Candidate:
         failures: list[tuple[str, str]] = []
@@ -173,15 +187,7 @@ class _Evaluator:
         if req.torch is not None and not req.torch.contains(release.torch):
             failures.append(("torch", f"torch {release.torch} is outside --torch {req.torch}"))
         if not req.cuda.admits(variant, t):
-            who = "this machine" if t.described_by == "this machine" else "the target"
-            want = (
-                f"a CUDA build ({who} has an NVIDIA GPU)"
-                if t.has_nvidia and req.cuda.kind is CudaKind.AUTO
-                else f"--cuda {req.cuda}"
-            )
-            if req.cuda.kind is CudaKind.AUTO and not t.has_nvidia:
-                want = "the CPU build (no NVIDIA GPU or driver on the target)"
-            failures.append(("cuda", f"{variant} is not {want}"))
+            failures.append(("cuda", f"{variant} is not {self._wanted()}"))
         if req.available is not None and not self._available(release, variant):
             failures.append(("available", f"torch {release.torch}+{variant} is not in {req.available.where}"))
         if route is _NoRoute.NOT_ON_CONDA:
@@ -228,12 +234,29 @@ class _Evaluator:
             driver_fail, risk, needed, minor_version = self._driver(cuda, coverage, variant)
             failures += driver_fail
             failures += self._arch(release, variant, build, coverage)
+        elif vendors.vendor_of(variant) in ("rocm", "xpu"):
+            failures += vendors.accel_failures(self.k, t, release, variant)
+            risk = vendors.kmd_risk(self.k, t, variant)
         if req.extensions:
             failures += ext_rule.candidate_failures(
                 release, variant, t, req.extensions, allow_build=req.allow_build
             )
         ordered = tuple(sorted(failures, key=lambda f: RULES.index(f[0])))
         return _Candidate(release, variant, route, ordered, risk, needed, minor_version)
+
+    def _wanted(self) -> str:
+        """What --cuda asks for, in words: "a CUDA build (this machine has an NVIDIA GPU)"."""
+        t, req = self.target, self.request
+        if req.cuda.kind is not CudaKind.AUTO:
+            return f"--cuda {req.cuda}"
+        who = "this machine" if t.described_by == "this machine" else "the target"
+        if t.has_nvidia:
+            return f"a CUDA build ({who} has an NVIDIA GPU)"
+        if t.has_amd:
+            return f"a ROCm build ({who} has an AMD GPU)"
+        if t.has_intel:
+            return f"the XPU build ({who} has an Intel GPU torch's XPU build supports)"
+        return "the CPU build (no NVIDIA GPU or driver on the target)"
 
     def _available(self, release: Release, variant: str) -> bool:
         """Whether the local source (Request.available) holds this build for the target."""
@@ -352,16 +375,19 @@ class _Evaluator:
 
 
 def _rank(candidates: list[_Candidate]) -> _Candidate:
-    """The newest CUDA the driver runs in full; else the oldest that runs through minor-version
-    compatibility (the smallest gap: a newer driver never gets an older variant), those without a
-    warning first; listed variants before unlisted ones."""
+    """The newest CUDA (or ROCm) the driver runs in full; else the oldest CUDA that runs through
+    minor-version compatibility (the smallest gap: a newer driver never gets an older variant), or
+    the newest ROCm not tested with the amdgpu driver, those without a warning first; listed
+    variants before unlisted ones."""
     native = [c for c in candidates if c.native and c.risk is None]
     if native:
-        return max(native, key=lambda c: (c.listed, variant_cuda(c.variant) or Version("0")))
-    return min(
-        candidates,
-        key=lambda c: (c.risk is not None, not c.listed, variant_cuda(c.variant) or Version("0")),
-    )
+        return max(native, key=lambda c: (c.listed, vendors.variant_rank(c.variant)))
+
+    def gap(c: _Candidate) -> tuple[int, ...]:
+        rank = vendors.variant_rank(c.variant).release
+        return tuple(-x for x in rank) if vendors.vendor_of(c.variant) == "rocm" else rank
+
+    return min(candidates, key=lambda c: (c.risk is not None, not c.listed, gap(c)))
 
 
 # The answer depends on the knowledge, the target and the request alone, and the same questions
@@ -426,12 +452,7 @@ def _resolve(k: Knowledge, target: Target, request: Request) -> Plan:
             if not fitting:
                 continue
             chosen = _rank(fitting)
-            rejected = []
-            for c in admitted:
-                if c.release.torch >= version and not c.fits:
-                    rejected.append(Rejection(c.name, c.failures[0][1]))
-                elif c in fitting and _newer_variant(c, chosen):
-                    rejected.append(Rejection(c.name, _passed_over(c)))
+            rejected = _passed_by(candidates, chosen, fitting, request)
             plan = _plan(k, target, request, chosen, rejected)
             return ext_rule.with_extensions(plan, chosen.release, chosen.variant, request)
     summary, reasons = _no_build_reasons(target, request, admitted, candidates)
@@ -439,17 +460,58 @@ def _resolve(k: Knowledge, target: Target, request: Request) -> Plan:
         machine = [(c.release, c.variant) for c in admitted if {r for r, _ in c.failures} == {"extension"}]
         summary = ext_rule.conflict(summary, machine, target, request)
     ways = _ways_out(k, candidates, target, request, evaluator.branch_needed, evaluator.branch_floor)
+    ways = _nightly_way(k, target, request, candidates) + ways
     raise NoBuildError(summary, rejected=reasons, ways_out=ways)
 
 
+def _passed_by(
+    candidates: list[_Candidate], chosen: _Candidate, fitting: list[_Candidate], request: Request
+) -> list[Rejection]:
+    """Every build newer than the chosen one, with why it was passed over (``--explain``): the newer
+    releases' builds that fail a rule (the request's included) and the chosen release's that fail the
+    machine, the newer releases' builds that fit but pytorch.org does not list (an RTX 5090 on R570 gets
+    2.11.0+cu128 while 2.13.0+cu129 also runs: --cuda cu129 picks it), and the chosen release's
+    newer variants that fit but were ranked below it."""
+    version = chosen.release.torch
+    rejected = []
+    for c in candidates:
+        if c is chosen or c.release.torch < version:
+            continue
+        first = c.failures[0][0] if c.failures else ""
+        # The chosen release's builds the request rules out, and any release's builds for another
+        # kind of GPU than auto wants (the CPU build beside CUDA ones), are no builds for this target.
+        request_only = c.release.torch == version and first in ("torch", "cuda")
+        other_kind = first == "cuda" and request.cuda.kind is CudaKind.AUTO
+        if not c.fits:
+            if not (request_only or other_kind):
+                rejected.append(Rejection(c.name, c.failures[0][1]))
+        elif c.release.torch > version and not c.listed:
+            why = "pytorch.org's install matrix does not list it"
+            if c.risk is not None or c.minor_version is not None:
+                why = f"{why}, and {_passed_over(c).split('; the chosen', 1)[0]}"
+            rejected.append(Rejection(c.name, f"{why} (--cuda {_cuda_flag(c.variant)} picks it)"))
+        elif c in fitting and _newer_variant(c, chosen):
+            rejected.append(Rejection(c.name, _passed_over(c)))
+    return rejected
+
+
+def _cuda_flag(variant: str) -> str:
+    cuda = variant_cuda(variant)
+    return f"{cuda}" if cuda is not None else variant
+
+
 def _newer_variant(cand: _Candidate, chosen: _Candidate) -> bool:
-    """A variant of the chosen release with a newer CUDA than the chosen one (it fits, but _rank
-    passed it over: it runs only through minor-version compatibility, or pytorch.org does not list it)."""
-    mine, theirs = variant_cuda(chosen.variant), variant_cuda(cand.variant)
-    return cand is not chosen and mine is not None and theirs is not None and theirs > mine
+    """A variant of the chosen release newer than the chosen one, of the same kind (CUDA, ROCm): it
+    fits, but _rank passed it over (it runs only through minor-version compatibility, or untested
+    with the amdgpu driver, or pytorch.org does not list it)."""
+    same_kind = vendors.vendor_of(cand.variant) == vendors.vendor_of(chosen.variant)
+    mine, theirs = vendors.variant_rank(chosen.variant), vendors.variant_rank(cand.variant)
+    return cand is not chosen and same_kind and mine > Version("0") and theirs > mine
 
 
 def _passed_over(cand: _Candidate) -> str:
+    if cand.risk is not None and vendors.vendor_of(cand.variant) == "rocm":
+        return cand.risk.split(": it may run", 1)[0] + ": untested with this driver"
     if cand.minor_version is not None:
         return (
             f"{cand.minor_version}: it would run only through minor-version compatibility; the chosen "
@@ -480,6 +542,7 @@ def _plan(
             f"driver {target.driver} looks like a Jetson (L4T) release: the driver and its branch "
             "were not checked"
         )
+    warnings += vendors.plan_warnings(k, target, chosen.variant, release.torch)
     warnings += target.assumed
     notes = (request.available.describe(),) if request.available is not None else ()
     python = target.python
@@ -617,6 +680,23 @@ def _no_build_reasons(
     return summary, tuple(reasons)
 
 
+def _nightly_way(
+    k: Knowledge, target: Target, request: Request, candidates: list[_Candidate]
+) -> tuple[WayOut, ...]:
+    """Where no release has code for the target's AMD GPUs but the nightly channel's list does
+    (main's PYTORCH_ROCM_ARCH), the way out is a nightly, said as one."""
+    variant = vendors.nightly_gfx(k, target)
+    if variant is None or not any(rule == "arch" for c in candidates for rule, _ in c.failures):
+        return ()
+    gfx = " ".join(sorted({g.arch or "" for g in target.amd_gpus}))
+    flags = " ".join(f"--gpu {g.arch}" for g in target.amd_gpus[:1])
+    text = (
+        f"no release's ROCm wheels carry {gfx}, the nightly channel's do ({variant}, main's "
+        f"PYTORCH_ROCM_ARCH): envkit resolve --nightly {flags} (a nightly is not a release)"
+    )
+    return (WayOut("nightly", text, value=variant),)
+
+
 def _ways_out(
     k: Knowledge,
     candidates: list[_Candidate],
@@ -707,6 +787,6 @@ def _ways_out(
         ways.append(ext_rule.way_out(only["extension"].name, target, request))
     if "arch" in only and not ways:
         ways.append(WayOut("arch", "no wheel of the requested releases has code for these GPUs"))
-    if request.cuda.kind is not CudaKind.CPU and target.has_nvidia and "cuda" not in only:
+    if request.cuda.kind is not CudaKind.CPU and target.has_gpu and "cuda" not in only:
         ways.append(WayOut("cpu", "--cuda cpu for a CPU-only build", value="cpu"))
     return tuple(ways)

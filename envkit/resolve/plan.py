@@ -16,6 +16,7 @@ from packaging.specifiers import SpecifierSet
 from envkit._serial import StrEnum
 from envkit.errors import InputError
 from envkit.knowledge import variant_cuda
+from envkit.knowledge.vendors import rocm_version
 from envkit.resolve.available import Available
 from envkit.resolve.extensions import ExtensionPick, ExtensionRequest
 from envkit.resolve.target import Target
@@ -54,8 +55,9 @@ class CudaKind(StrEnum):
 
     AUTO = "auto"  # the CUDA build the target's driver and GPUs fit, the CPU build without a GPU
     CPU = "cpu"
-    EXACT = "exact"  # one variant: cu121, rocm6.2
+    EXACT = "exact"  # one variant: cu121, rocm6.2, xpu
     MAJOR = "major"  # any cu12x
+    ROCM = "rocm"  # any ROCm variant (--cuda rocm)
 
 
 class Channel(StrEnum):
@@ -89,13 +91,21 @@ class CudaRequest:
 
     def admits(self, variant: str, target: Target) -> bool:
         if self.kind is CudaKind.AUTO:
-            if variant.startswith("rocm") or variant == "xpu":
-                return False
-            return variant.startswith("cu") if target.has_nvidia else variant == "cpu"
+            # The GPUs decide: NVIDIA's CUDA builds first (a machine with both gets CUDA), then AMD's
+            # ROCm builds, then Intel's XPU build; the CPU build only without a GPU any build uses.
+            if target.has_nvidia:
+                return variant.startswith("cu")
+            if target.has_amd:
+                return variant.startswith("rocm")
+            if target.has_intel:
+                return variant == "xpu"
+            return variant == "cpu"
         if self.kind is CudaKind.CPU:
             return variant == "cpu"
         if self.kind is CudaKind.EXACT:
             return variant == self.variant
+        if self.kind is CudaKind.ROCM:
+            return variant.startswith("rocm")
         cuda = variant_cuda(variant)
         return cuda is not None and cuda.major == self.major
 
@@ -108,15 +118,15 @@ class CudaRequest:
 
 
 def parse_cuda_request(text: str) -> CudaRequest:
-    """``--cuda auto | cpu | 12.1 | cu121 | 9.2 | cu92 | 12 | rocm6.2``.
+    """``--cuda auto | cpu | 12.1 | cu121 | 9.2 | cu92 | 12 | rocm6.2 | rocm | xpu``.
 
     CUDA 9.x folders have two digits (cu92: torch 1.2-1.7, pytorch/pytorch.github.io
     _get_started/previous-versions.md), so a version's major has one or two digits.
     """
     value = text.strip().lower()
-    if value in (CudaKind.AUTO.value, CudaKind.CPU.value):
+    if value in (CudaKind.AUTO.value, CudaKind.CPU.value, CudaKind.ROCM.value):
         return CudaRequest(CudaKind(value))
-    if variant_cuda(value) is not None or re.fullmatch(r"rocm\d+(\.\d+)*", value):
+    if variant_cuda(value) is not None or re.fullmatch(r"rocm\d+(\.\d+)*", value) or value == "xpu":
         return CudaRequest(CudaKind.EXACT, variant=value)
     match = re.fullmatch(r"([1-9]\d?)\.(\d)", value)
     if match:
@@ -124,8 +134,8 @@ def parse_cuda_request(text: str) -> CudaRequest:
     if re.fullmatch(r"\d{2}", value):
         return CudaRequest(CudaKind.MAJOR, major=int(value))
     raise InputError(
-        f"--cuda {text!r}: expected auto, cpu, a CUDA version (12.1 or cu121), a major (12) "
-        "or a ROCm variant (rocm6.2)"
+        f"--cuda {text!r}: expected auto, cpu, a CUDA version (12.1 or cu121), a major (12), "
+        "a ROCm variant (rocm6.2, or rocm for the newest that fits) or xpu"
     )
 
 
@@ -324,11 +334,26 @@ class Plan:
             "warnings": list(self.warnings),
             "rejected": [{"candidate": r.candidate, "reason": r.reason} for r in self.rejected],
             "notes": list(self.notes),
+            "gpu_vendor": _gpu_vendor(self.variant),
+            "rocm": str(rocm_version(self.variant)) if rocm_version(self.variant) else None,
             "target": {
                 "described_by": self.target.described_by,
                 "platform": self.target.platform,
                 "driver": str(self.target.driver) if self.target.driver else None,
                 "gpus": [{"name": g.name, "compute_capability": str(g.cc)} for g in self.target.gpus],
                 "python": str(self.target.python) if self.target.python else None,
+                "accelerators": [
+                    {"vendor": a.vendor, "arch": a.arch, "name": a.name} for a in self.target.accel
+                ],
+                "amd_driver": self.target.amd_driver,
             },
         }
+
+
+def _gpu_vendor(variant: str) -> Optional[str]:
+    """The GPU vendor a variant is for: "nvidia" (cu*), "amd" (rocm*), "intel" (xpu); None (cpu)."""
+    if variant_cuda(variant) is not None:
+        return "nvidia"
+    if rocm_version(variant) is not None:
+        return "amd"
+    return "intel" if variant == "xpu" else None

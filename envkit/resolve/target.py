@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Optional
+from typing import TYPE_CHECKING, Final, Optional, Union
 
 from envkit.errors import InputError
 from envkit.knowledge import PLATFORMS, Knowledge
-from envkit.versions import ComputeCapability, NvVersion, Version, parse_compute_capability
+from envkit.versions import ComputeCapability, NvVersion, Version, parse_compute_capability, parse_version
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -17,9 +17,11 @@ if TYPE_CHECKING:
     from envkit.facts import Facts, GpuFacts
 
 __all__ = [
+    "AccelTarget",
     "GpuTarget",
     "Target",
     "jetson_gpus",
+    "parse_any_gpu",
     "parse_gpu",
     "target_from_facts",
     "target_from_flags",
@@ -35,6 +37,23 @@ class GpuTarget:
     @property
     def label(self) -> str:
         return f"{self.name} ({self.cc.sm})" if self.name else self.cc.sm
+
+
+@dataclass(frozen=True)
+class AccelTarget:
+    """An AMD or Intel GPU of the target: its vendor ("amd", "intel") and what torch's wheels are
+    built for: the gfx target (gfx942) or the XPU family (bmg); None where not known (an Intel GPU
+    no XPU build supports, an AMD GPU whose target nothing stated)."""
+
+    vendor: str
+    arch: Optional[str]
+    name: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        if self.name and self.arch:
+            return f"{self.name} ({self.arch})"
+        return self.name or self.arch or f"an {self.vendor.upper() if self.vendor == 'amd' else 'Intel'} GPU"
 
 
 # Jetson drivers carry L4T release numbers (35.3.1): not desktop / data-center drivers, not checked.
@@ -55,10 +74,38 @@ class Target:
     # What the facts did not say and the target takes for granted ("linux-x86_64: the report names
     # no platform"); a plan for it carries these as warnings.
     assumed: tuple[str, ...] = ()
+    # AMD and Intel GPUs (envkit.resolve.vendors), and the amdgpu module's version (the ROCm kernel
+    # driver the wheels' user space must be tested with).
+    accel: tuple[AccelTarget, ...] = ()
+    amd_driver: Optional[str] = None
+    # A Jetson's Linux for Tegra release ("36.4.3"): its JetPack decides where torch comes from.
+    l4t: Optional[Version] = None
 
     @property
     def has_nvidia(self) -> bool:
         return self.driver is not None or bool(self.gpus)
+
+    @property
+    def amd_gpus(self) -> tuple[AccelTarget, ...]:
+        return tuple(a for a in self.accel if a.vendor == "amd")
+
+    @property
+    def intel_gpus(self) -> tuple[AccelTarget, ...]:
+        """The Intel GPUs torch's XPU build may run on: those of a known XPU family."""
+        return tuple(a for a in self.accel if a.vendor == "intel" and a.arch)
+
+    @property
+    def has_amd(self) -> bool:
+        return bool(self.amd_gpus)
+
+    @property
+    def has_intel(self) -> bool:
+        return bool(self.intel_gpus)
+
+    @property
+    def has_gpu(self) -> bool:
+        """A GPU some torch build may use: NVIDIA, AMD, or an Intel GPU of an XPU family."""
+        return self.has_nvidia or self.has_amd or self.has_intel
 
     @property
     def checked_driver(self) -> Optional[NvVersion]:
@@ -68,9 +115,14 @@ class Target:
     def describe(self) -> str:
         parts = [self.platform]
         no_driver = "driver not given" if self.gpus else "no NVIDIA driver"
-        parts.append(f"driver {self.driver}" if self.driver else no_driver)
+        if self.driver or self.gpus or not self.accel:
+            parts.append(f"driver {self.driver}" if self.driver else no_driver)
         if self.gpus:
             parts.append(", ".join(g.label for g in self.gpus))
+        if self.accel:
+            parts.append(", ".join(a.label for a in self.accel))
+        if self.amd_driver:
+            parts.append(f"amdgpu {self.amd_driver}")
         if self.python:
             parts.append(f"Python {self.python}")
         return ", ".join(parts)
@@ -78,6 +130,22 @@ class Target:
 
 def parse_gpu(text: str, knowledge: Knowledge) -> GpuTarget:
     """``sm_90``, ``8.6`` or a model name (``"RTX 5090"``, ``"H100"``) to a GPU target."""
+    found = parse_any_gpu(text, knowledge)
+    if not isinstance(found, GpuTarget):
+        raise InputError(f"--gpu {text!r}: an {found.vendor.upper()} GPU, not an NVIDIA one")
+    return found
+
+
+def parse_any_gpu(text: str, knowledge: Knowledge) -> Union[GpuTarget, AccelTarget]:
+    """``--gpu``: an NVIDIA compute capability (``sm_90``, ``8.6``) or model (``"RTX 5090"``), an AMD
+    gfx target (``gfx942``) or model (``MI300X``), an Intel model or XPU family (``"Arc B580"``,
+    ``bmg``). An unknown name is an input error naming the nearest known ones."""
+    from envkit.resolve.vendors import parse_vendor_gpu
+
+    if text.strip().lower().startswith("gfx"):
+        accel = parse_vendor_gpu(text, knowledge)
+        if accel is not None:
+            return accel
     cc = parse_compute_capability(text)
     if cc is not None and (not text.strip().isdigit() or _cc_exists(cc, knowledge)):
         _check_cc_exists(text, cc, knowledge)
@@ -92,12 +160,19 @@ def parse_gpu(text: str, knowledge: Knowledge) -> GpuTarget:
         if cc is not None:
             _check_cc_exists(text, cc, knowledge)
     gpu = knowledge.gpu_named(text)
-    if gpu is None:
-        raise InputError(
-            f"--gpu {text!r}: not a compute capability (sm_90, 8.6) or a GPU envkit knows",
-            hint="give the compute capability, e.g. --gpu 8.9 (developer.nvidia.com/cuda-gpus)",
-        )
-    return GpuTarget(gpu.cc, text)
+    if gpu is not None:
+        return GpuTarget(gpu.cc, text)
+    accel = parse_vendor_gpu(text, knowledge)
+    if accel is not None:
+        return accel
+    nearest = knowledge.vendors.nearest_names(text, extra=tuple(g.model for g in knowledge.gpus))
+    near = f"; nearest known: {', '.join(nearest)}" if nearest else ""
+    raise InputError(
+        f"--gpu {text!r}: not a compute capability (sm_90, 8.6), a gfx target (gfx942) or a GPU "
+        f"envkit knows{near}",
+        hint="give the compute capability, e.g. --gpu 8.9 (developer.nvidia.com/cuda-gpus), or the "
+        "AMD gfx target, e.g. --gpu gfx1100 (rocminfo | grep gfx)",
+    )
 
 
 def _known_ccs(knowledge: Knowledge) -> set[ComputeCapability]:
@@ -164,12 +239,30 @@ def target_from_flags(
     if platform is not None and platform not in PLATFORMS:
         raise InputError(f"--platform {platform!r}: one of {', '.join(PLATFORMS)}")
     gpu_side = no_gpu or driver is not None or bool(gpus)
+    parsed = [parse_any_gpu(g, knowledge) for g in gpus]
+    nvidia = tuple(g for g in parsed if isinstance(g, GpuTarget))
+    accel = tuple(g for g in parsed if isinstance(g, AccelTarget))
+    amd_driver = None if gpu_side else base.amd_driver
+    if driver and accel and not nvidia:
+        # --driver beside AMD GPUs only is the amdgpu driver's version (modinfo amdgpu / cat
+        # /sys/module/amdgpu/version), checked against AMD's support matrix; Intel's is not checked.
+        if any(g.vendor != "amd" for g in accel):
+            raise InputError(
+                f"--driver {driver!r}: envkit checks NVIDIA's and AMD's (amdgpu) driver versions, "
+                "not Intel's; leave --driver out"
+            )
+        if not re.fullmatch(r"\d+(\.\d+){1,3}", driver.strip()):
+            raise InputError(f"--driver {driver!r}: not an amdgpu driver version like 6.12.12")
+        amd_driver, driver = driver.strip(), None
     return Target(
         platform=platform or base.platform,
         driver=(_driver(driver) if driver else None) if gpu_side else base.driver,
-        gpus=tuple(parse_gpu(g, knowledge) for g in gpus) if gpu_side else base.gpus,
+        gpus=nvidia if gpu_side else base.gpus,
         python=_python_minor(python) if python else base.python,
         described_by="flags" if gpu_side or platform or python else base.described_by,
+        accel=accel if gpu_side else base.accel,
+        amd_driver=amd_driver,
+        l4t=None if gpu_side else base.l4t,
     )
 
 
@@ -235,6 +328,9 @@ def target_from_facts(facts: Facts, knowledge: Knowledge, *, local_platform: Opt
     version = py.version if py else None
     if version is None:
         assumed.append("the facts name no Python version: the plan is not checked against one")
+    accel = [AccelTarget("amd", g.arch, g.name) for g in facts.amd.gpus]
+    accel += [AccelTarget("intel", g.arch, g.name) for g in facts.intel.gpus]
+    l4t = parse_version(facts.host.l4t_release) if facts.host.l4t_release else None
     return Target(
         platform=plat,
         driver=facts.driver.version,
@@ -242,6 +338,9 @@ def target_from_facts(facts: Facts, knowledge: Knowledge, *, local_platform: Opt
         python=Version(f"{version.major}.{version.minor}") if version else None,
         described_by="this machine",
         assumed=tuple(assumed),
+        accel=tuple(accel),
+        amd_driver=facts.amd.driver_version,
+        l4t=l4t,
     )
 
 

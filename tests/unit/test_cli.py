@@ -398,6 +398,8 @@ def test_resolve_json_for_a_described_machine() -> None:
         "driver": "535.104.05",
         "gpus": [{"name": None, "compute_capability": "9.0"}],
         "python": "3.11",
+        "accelerators": [],
+        "amd_driver": None,
     }
     assert plan["rejected"][0]["reason"] == "driver 535.104.05 < 580.65.06 needed by CUDA 13.x"
 

@@ -122,6 +122,8 @@ def test_a_healthy_machine_passes_everything() -> None:
     expected.update(dict.fromkeys(ERROR_TEXT_CHECKS + ("torch.compile_toolchain",), Status.SKIP))
     # No flash-attn, xformers, vllm … installed: nothing for torch.extensions to judge.
     expected["torch.extensions"] = Status.SKIP
+    # An NVIDIA machine has no AMD or Intel GPU and no ROCm / XPU build: those checks skip.
+    expected.update(dict.fromkeys(("driver.amd", "driver.intel", "torch.gfx_arch"), Status.SKIP))
     assert {r.id: r.status for r in results} == expected
     deep = DeepTorchFacts(ok=True, version=CUDA_TORCH.version, cuda_available=True, device_count=1)
     assert CHECKS["torch.cuda_available"](with_torch(deep=deep)).status is Status.PASS

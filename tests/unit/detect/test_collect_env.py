@@ -766,6 +766,18 @@ def test_rocm_build_records_hip_and_no_nvidia_gpu() -> None:
     assert facts.torch.hip == "6.2.41133-dd7f95766" and facts.torch.cuda is None
     assert facts.gpus == ()
     assert facts.torch.variant == "rocm6.2"
+    # The AMD GPU with its gfx target: the ROCm checks judge the build against it.
+    assert [(g.name, g.arch) for g in facts.amd.gpus] == [("AMD Instinct MI210", "gfx90a")]
+    results = checks(facts)
+    assert results["torch.gfx_arch"].status is Status.PASS
+    assert results["torch.gpu_vendor"].status is Status.PASS
+    assert results["driver.amd"].status is Status.SKIP
+    # An RDNA 3 iGPU (gfx1103) no 2.5.1 ROCm wheel carries: a finding, with the plan's fix.
+    apu = parse_collect_env(
+        text.replace("AMD Instinct MI210 (gfx90a:sramecc+:xnack-)", "AMD Radeon 780M (gfx1103)")
+    )
+    assert apu.amd.gpus[0].arch == "gfx1103"
+    assert checks(apu)["torch.gfx_arch"].status is Status.FAIL
 
 
 def test_a_second_report_in_the_same_text_is_not_mixed_in() -> None:

@@ -161,6 +161,7 @@ def test_base_node_is_healthy() -> None:
     # No error text to read (doctor --error), and torch.compile's toolchain was not looked for.
     skipped |= {"torch.extension_load", "gpu.memory", "nccl.failure", "torch.compile_toolchain"}
     skipped.add("torch.extensions")  # no extension (flash-attn, vllm, …) installed
+    skipped |= {"driver.amd", "driver.intel", "torch.gfx_arch"}  # an NVIDIA node: no AMD / Intel GPU
     assert {i for i, s in results.items() if s is Status.SKIP} == skipped
     assert {s for i, s in results.items() if i not in skipped} == {Status.PASS}
 

@@ -229,7 +229,7 @@ def test_plan_json_contract() -> None:
     assert data["commands"]["pip"].startswith("pip install torch==2.14.1+cu126 torchvision==0.29.1")
 
 
-@pytest.mark.parametrize("text", ["13.x", "cuda12", "1", "", "rocm", "cu9", "cu1234", "09.2", "9.22"])
+@pytest.mark.parametrize("text", ["13.x", "cuda12", "1", "", "rocmx", "cu9", "cu1234", "09.2", "9.22"])
 def test_bad_cuda_requests(text: str) -> None:
     with pytest.raises(InputError, match="--cuda"):
         parse_cuda_request(text)
