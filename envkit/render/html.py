@@ -101,10 +101,18 @@ def _cell(node: Node, check_id: str) -> str:
     return f'<td class="{status.value}" title="{_e(title)}">{GLYPHS[status]}</td>'
 
 
+def _idle(fleet: Fleet) -> list[str]:
+    """The checks every node skipped (an NVIDIA fleet's AMD and Intel checks): a column of dashes
+    says nothing, so they are named once under the map instead."""
+    return [cid for cid in fleet.check_ids if fleet.check_counts(cid)["skip"] == len(fleet.nodes) > 0]
+
+
 def _heatmap(fleet: Fleet, anchors: dict[str, str]) -> str:
-    heads = "".join(f'<th class="check" title="{_e(c)}">{_e(c)}</th>' for c in fleet.check_ids)
+    idle = set(_idle(fleet))
+    shown = [c for c in fleet.check_ids if c not in idle]
+    heads = "".join(f'<th class="check" title="{_e(c)}">{_e(c)}</th>' for c in shown)
     counts = []
-    for cid in fleet.check_ids:
+    for cid in shown:
         c = fleet.check_counts(cid)
         bad = f"{c['fail']}✗" if c["fail"] else f"{c['warn']}!" if c["warn"] else ""
         counts.append(
@@ -118,7 +126,7 @@ def _heatmap(fleet: Fleet, anchors: dict[str, str]) -> str:
     worst = {d.node: d.severity for d in reversed(fleet.deviations)}
     rows = []
     for node in fleet.nodes:
-        cells = "".join(_cell(node, cid) for cid in fleet.check_ids)
+        cells = "".join(_cell(node, cid) for cid in shown)
         if node.name in by_node:
             title = node.name + " differs: " + "; ".join(by_node[node.name])
             cells += f'<td class="{worst[node.name].value}" title="{_e(title)}">≠</td>'
@@ -127,11 +135,20 @@ def _heatmap(fleet: Fleet, anchors: dict[str, str]) -> str:
         rows.append(
             f'<tr><th class="node" scope="row" id="{anchors[node.name]}">{_e(node.name)}</th>{cells}</tr>'
         )
+    skipped = ""
+    if idle:
+        first = fleet.nodes[0]
+        named = [
+            f"{cid} ({r.summary})" if (r := first.result(cid)) else cid
+            for cid in fleet.check_ids
+            if cid in idle
+        ]
+        skipped = f'<p class="dim">skipped on every node: {_e("; ".join(named))}</p>'
     return (
         '<table class="map"><thead>'
         f'<tr><th></th>{heads}<th class="check">facts</th></tr>'
         f'<tr class="count"><th class="node dim">problems</th>{"".join(counts)}<td></td></tr>'
-        f"</thead><tbody>{''.join(rows)}</tbody></table>"
+        f"</thead><tbody>{''.join(rows)}</tbody></table>{skipped}"
     )
 
 
