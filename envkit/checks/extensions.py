@@ -21,7 +21,7 @@ import re
 from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.checks._common import fix_lines, headline, join_lines, pip_command
-from envkit.knowledge.extensions import load_extensions, torch_cxx11_abi
+from envkit.knowledge.extensions import load_extension, torch_cxx11_abi
 from envkit.report import CheckResult, Status
 from envkit.resolve.ext_wheels import TorchBuild, describe_sets, match_release
 from envkit.versions import ComputeCapability, Version
@@ -184,10 +184,9 @@ def _fix(ext: Extension, facts: Facts, build: TorchBuild) -> str:
 
 
 def _installed(facts: Facts) -> list[tuple[Extension, Distribution]]:
-    known = load_extensions()
     seen: dict[str, tuple[Extension, Distribution]] = {}
     for dist in facts.torch.distributions:
-        ext = known.get(dist.name)
+        ext = load_extension(dist.name)  # the installed ones' files alone
         if ext is not None and ext.name != "triton":  # triton is torch.companions'
             seen.setdefault(dist.name, (ext, dist))
     return list(seen.values())

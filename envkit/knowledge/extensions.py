@@ -37,6 +37,7 @@ __all__ = [
     "GpuCode",
     "WheelFile",
     "WheelSet",
+    "load_extension",
     "load_extensions",
     "torch_cxx11_abi",
 ]
@@ -387,6 +388,22 @@ def _extension(stem: str) -> Extension:
     if not ordered:
         raise KnowledgeError(f"{file}: no [[release]] rows")
     return extension
+
+
+@functools.cache
+def load_extension(name: str) -> Optional[Extension]:
+    """One extension by its (PEP 503) distribution name, reading its file alone; None when envkit
+    knows no extension by that name. doctor asks this for the installed distributions only: the
+    whole table costs ~25 files of TOML (load_extensions) where a machine has one or two of them."""
+    if load_extensions.cache_info().currsize:  # already read whole: no second parse
+        return load_extensions().get(name)
+    if (
+        name.startswith("_")
+        or canonicalize_name(name) != name
+        or not (EXTENSIONS_DIR / f"{name}.toml").is_file()
+    ):
+        return None
+    return _extension(name)
 
 
 @functools.lru_cache(maxsize=1)

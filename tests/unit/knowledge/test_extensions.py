@@ -18,6 +18,7 @@ from envkit.knowledge.extensions import (
     _file,
     _release,
     _wheel_set,
+    load_extension,
     load_extensions,
     torch_cxx11_abi,
 )
@@ -43,6 +44,16 @@ def test_every_project_loads_and_every_row_cites_a_source() -> None:
             for file in release.files:
                 assert file.url.endswith(file.name)
                 assert file.sha256 is None or re.fullmatch(r"[0-9a-f]{64}", file.sha256)
+
+
+def test_one_extension_read_alone_is_the_same_as_from_the_whole_table() -> None:
+    # doctor reads the installed extensions' files alone (load_extension); both say the same.
+    load_extension.cache_clear()
+    load_extensions.cache_clear()
+    alone = load_extension("flash-attn")
+    assert alone is not None and alone == load_extensions()["flash-attn"]
+    assert load_extension("torch") is None and load_extension("../extensions/flash-attn") is None
+    assert load_extension("_torch_abi") is None and load_extension("Flash_Attn") is None
 
 
 def test_flash_attn_wheels_follow_publish_yml() -> None:
