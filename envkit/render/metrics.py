@@ -9,16 +9,8 @@ prefix, base units spelled as a suffix (``_seconds``, ``_bytes_per_second``, ``_
 for counters, and no label that names the host (Prometheus adds ``instance``) or grows without
 bound (no paths, no per-run values).
 
-The two dialects differ only where their specifications do: the text format (0.0.4, which
-node_exporter parses with ``expfmt.TextParser``: prometheus/node_exporter
-collector/textfile.go@020ffc11) knows no ``info`` type, no ``UNIT`` line and no ``# EOF``, and a
-file with a client-side timestamp is skipped whole, so no sample carries one (the run's time is
-the ``envkit_run_timestamp_seconds`` gauge). OpenMetrics writes ``# TYPE x info`` / ``counter``
-under the family's base name and ends with ``# EOF``.
-
-Every label value is redacted (envkit.redact) and shown, not obeyed (control characters as
-symbols), then escaped as both formats escape (backslash, double quote, newline): a GPU name or a
-version string from a hostile report cannot break a line or leak a token into a scrape.
+The text itself (the two formats, escaping, redaction of every label value) is
+envkit.render.exposition's; this module says which families a report makes.
 """
 
 from __future__ import annotations
@@ -29,8 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit import __version__
-from envkit.redact import redact
-from envkit.render.terminal import printable
+from envkit.render.exposition import Family, exposition, family
 from envkit.report import Status
 
 if TYPE_CHECKING:
@@ -44,8 +35,6 @@ __all__ = ["STATUS_VALUE", "Family", "WatchState", "families", "openmetrics_text
 # envkit_check_status's value map: ordered by severity, so that max() over a node's checks is its
 # worst verdict and `== 2` selects failures; a check that could not run sits below a pass.
 STATUS_VALUE: Final = {Status.FAIL: 2, Status.WARN: 1, Status.PASS: 0, Status.SKIP: -1}
-# A label value longer than this is cut: a GPU name or a summary, never an unbounded text.
-LABEL_MAX: Final = 200
 
 
 @dataclass(frozen=True)
@@ -55,40 +44,6 @@ class WatchState:
     runs: int
     skipped: int
     interval_s: float
-
-
-@dataclass(frozen=True)
-class Family:
-    """One metric family. ``name`` is the base name: an info family's samples are ``name_info``, a
-    counter's ``name_total`` (OpenMetrics names the family without the suffix)."""
-
-    name: str
-    kind: str  # "gauge" | "info" | "counter"
-    help: str
-    samples: tuple[tuple[tuple[tuple[str, str], ...], float], ...]
-    unit: str = ""
-
-    @property
-    def sample_name(self) -> str:
-        return {"info": f"{self.name}_info", "counter": f"{self.name}_total"}.get(self.kind, self.name)
-
-
-def _label(value: object) -> str:
-    text = printable(redact(str(value)))
-    return text if len(text) <= LABEL_MAX else text[: LABEL_MAX - 1] + "…"
-
-
-def _family(
-    name: str, kind: str, help: str, rows: list[tuple[dict[str, object], float]], unit: str = ""
-) -> Optional[Family]:
-    # One sample per label set: Prometheus refuses a scrape with a duplicate series (two checks of
-    # one id, two GPUs reported with one index); the first is kept.
-    samples: dict[tuple[tuple[str, str], ...], float] = {}
-    for labels, value in rows:
-        key = tuple((k, _label(v)) for k, v in labels.items())
-        if math.isfinite(value) and key not in samples:
-            samples[key] = float(value)
-    return Family(name, kind, help, tuple(samples.items()), unit) if samples else None
 
 
 def _number(value: Any) -> Optional[float]:
@@ -108,7 +63,7 @@ def _timestamp(created: str) -> Optional[float]:
 def _fact_families(facts: Facts) -> Iterator[Optional[Family]]:
     driver = facts.driver
     if driver.version is not None:
-        yield _family(
+        yield family(
             "envkit_driver",
             "info",
             "The NVIDIA driver: its version, branch and the newest CUDA it runs.",
@@ -171,15 +126,15 @@ def _fact_families(facts: Facts) -> Iterator[Optional[Family]]:
                 1,
             )
         )
-    yield _family("envkit_gpus", "gauge", "GPUs the drivers report, per vendor.", counts)
-    yield _family(
+    yield family("envkit_gpus", "gauge", "GPUs the drivers report, per vendor.", counts)
+    yield family(
         "envkit_gpu",
         "info",
         "One GPU: its vendor, index (as DCGM's gpu label for NVIDIA), model, UUID, compute capability "
         "and architecture (sm_90, gfx942, pvc).",
         rows,
     )
-    yield _family(
+    yield family(
         "envkit_gpu_driver",
         "info",
         "An AMD or Intel GPU driver (amdgpu, xe, i915), its version and the ROCm / Level Zero runtime.",
@@ -187,7 +142,7 @@ def _fact_families(facts: Facts) -> Iterator[Optional[Family]]:
     )
     torch = facts.torch
     if torch.version is not None:
-        yield _family(
+        yield family(
             "envkit_torch",
             "info",
             "The inspected environment's torch build: version, wheel variant, its CUDA or HIP.",
@@ -205,14 +160,14 @@ def _fact_families(facts: Facts) -> Iterator[Optional[Family]]:
         )
     nccl = torch.nccl_version()
     if nccl is not None:
-        yield _family(
+        yield family(
             "envkit_nccl",
             "info",
             "The NCCL torch loads (--deep's answer, else its wheel).",
             [({"version": nccl}, 1)],
         )
     toolkits = sorted({str(t.version) for t in facts.toolkits if t.version is not None})
-    yield _family(
+    yield family(
         "envkit_cuda_toolkit",
         "info",
         "A CUDA toolkit (nvcc) found on the machine.",
@@ -220,7 +175,7 @@ def _fact_families(facts: Facts) -> Iterator[Optional[Family]]:
     )
     python = facts.python
     if python is not None and python.version is not None:
-        yield _family(
+        yield family(
             "envkit_python", "info", "The inspected interpreter's Python.", [({"version": python.version}, 1)]
         )
 
@@ -255,35 +210,35 @@ def _verify_families(checks: tuple[CheckResult, ...]) -> Iterator[Optional[Famil
                     copy.append(({"device": "cpu"}, round(gbs * 1e9)))
         elif check.id == "verify.dist" and (gbs := _number(metrics.get("busbw_max_gbs"))) is not None:
             busbw.append(({"backend": metrics.get("backend") or ""}, round(gbs * 1e9)))
-    yield _family(
+    yield family(
         "envkit_verify_matmul_operations_per_second",
         "gauge",
         "Matrix-multiply floating-point operations per second (TFLOP/s x 1e12) measured by verify.perf.",
         matmul,
         "operations_per_second",
     )
-    yield _family(
+    yield family(
         "envkit_verify_matmul_peak_ratio",
         "gauge",
         "verify.perf's matmul rate over the GPU's datasheet peak (0-1).",
         matmul_peak,
         "ratio",
     )
-    yield _family(
+    yield family(
         "envkit_verify_copy_bytes_per_second",
         "gauge",
         "Memory copy bandwidth measured by verify.perf (device to device on a GPU).",
         copy,
         "bytes_per_second",
     )
-    yield _family(
+    yield family(
         "envkit_verify_copy_peak_ratio",
         "gauge",
         "verify.perf's copy bandwidth over the GPU's datasheet memory bandwidth (0-1).",
         copy_peak,
         "ratio",
     )
-    yield _family(
+    yield family(
         "envkit_verify_dist_bus_bandwidth_bytes_per_second",
         "gauge",
         "verify.dist's best all_reduce bus bandwidth (nccl-tests' busbw).",
@@ -297,22 +252,22 @@ def families(report: Report, *, strict: bool = False, watch: Optional[WatchState
     code = report.exit_code(strict=strict)
     cause = report.cause
     found: list[Optional[Family]] = [
-        _family(
+        family(
             "envkit_build", "info", "The envkit that wrote these metrics.", [({"version": __version__}, 1)]
         ),
-        _family(
+        family(
             "envkit_healthy",
             "gauge",
             "1 when the run's verdict is healthy (exit 0), 0 when a check failed (with --strict: or warned).",
             [({}, 1 if code == 0 else 0)],
         ),
-        _family(
+        family(
             "envkit_check_status",
             "gauge",
             "Each check's verdict: 2 fail, 1 warn, 0 pass, -1 skip (could not run: no evidence).",
             [({"check": c.id}, STATUS_VALUE[c.status]) for c in report.checks],
         ),
-        _family(
+        family(
             "envkit_cause",
             "info",
             "The most likely cause of what warns or fails (doctor's first line); absent when none.",
@@ -323,7 +278,7 @@ def families(report: Report, *, strict: bool = False, watch: Optional[WatchState
     ]
     if report.duration_s is not None:
         found.append(
-            _family(
+            family(
                 "envkit_run_duration_seconds",
                 "gauge",
                 "How long the run took, detection and checks included.",
@@ -333,7 +288,7 @@ def families(report: Report, *, strict: bool = False, watch: Optional[WatchState
         )
     if (stamp := _timestamp(report.created)) is not None:
         found.append(
-            _family(
+            family(
                 "envkit_run_timestamp_seconds",
                 "gauge",
                 "When the run finished, in seconds since the Unix epoch (alert when it gets old).",
@@ -345,19 +300,19 @@ def families(report: Report, *, strict: bool = False, watch: Optional[WatchState
     found += _verify_families(report.checks)
     if watch is not None:
         found += [
-            _family(
+            family(
                 "envkit_watch_runs",
                 "counter",
                 "Runs of preflight --every since it started.",
                 [({}, watch.runs)],
             ),
-            _family(
+            family(
                 "envkit_watch_runs_skipped",
                 "counter",
                 "Runs preflight --every skipped because the previous run's hung detector had not ended.",
                 [({}, watch.skipped)],
             ),
-            _family(
+            family(
                 "envkit_watch_interval_seconds",
                 "gauge",
                 "preflight --every's interval.",
@@ -368,47 +323,11 @@ def families(report: Report, *, strict: bool = False, watch: Optional[WatchState
     return [f for f in found if f is not None]
 
 
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _escape_value(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _value(value: float) -> str:
-    return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
-
-
-def _sample(name: str, labels: tuple[tuple[str, str], ...], value: float) -> str:
-    inner = ",".join(f'{k}="{_escape_value(v)}"' for k, v in labels)
-    return f"{name}{{{inner}}} {_value(value)}" if inner else f"{name} {_value(value)}"
-
-
-def _lines(family: Family, *, openmetrics: bool) -> Iterator[str]:
-    sample = family.sample_name
-    if openmetrics:
-        yield f"# TYPE {family.name} {family.kind}"
-        if family.unit:
-            yield f"# UNIT {family.name} {family.unit}"
-        yield f"# HELP {family.name} {_escape_help(family.help)}"
-    else:
-        kind = "gauge" if family.kind == "info" else family.kind
-        yield f"# HELP {sample} {_escape_help(family.help)}"
-        yield f"# TYPE {sample} {kind}"
-    for labels, value in family.samples:
-        yield _sample(sample, labels, value)
-
-
 def prometheus_text(report: Report, *, strict: bool = False, watch: Optional[WatchState] = None) -> str:
     """The Prometheus text format (0.0.4), as node_exporter's textfile collector reads it."""
-    lines = [
-        line for f in families(report, strict=strict, watch=watch) for line in _lines(f, openmetrics=False)
-    ]
-    return "\n".join(lines) + "\n"
+    return exposition(families(report, strict=strict, watch=watch), openmetrics=False)
 
 
 def openmetrics_text(report: Report, *, strict: bool = False) -> str:
     """OpenMetrics 1.0 text (application/openmetrics-text; version=1.0.0), ending in ``# EOF``."""
-    lines = [line for f in families(report, strict=strict) for line in _lines(f, openmetrics=True)]
-    return "\n".join([*lines, "# EOF"]) + "\n"
+    return exposition(families(report, strict=strict), openmetrics=True)
