@@ -1134,7 +1134,7 @@ def spec(
         typer.Option(
             "--format",
             metavar="FORMAT",
-            help="conda, pip, uv, conda-lock, docker or apptainer (default: --channel's, else the "
+            help="conda, pip, uv, conda-lock, pixi, docker or apptainer (default: --channel's, else the "
             "template's channel: conda for a conda template, else pip).",
         ),
     ] = None,
@@ -1156,7 +1156,11 @@ def spec(
     list_templates: Annotated[bool, typer.Option("--list", help="List the built-in templates.")] = False,
     check: Annotated[
         Optional[str],
-        typer.Option("--check", metavar="FILE", help="Check an existing environment.yml / requirements.txt."),
+        typer.Option(
+            "--check",
+            metavar="FILE",
+            help="Check an existing environment.yml, requirements.txt or pixi.toml.",
+        ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="With --check: the findings as JSON.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="With --check: warnings fail too.")] = False,

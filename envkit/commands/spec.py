@@ -112,7 +112,9 @@ def render(
         raise InputError(f"--channel {channel!r}: pip or conda")
     template = load_template(template_name)
     chosen = fmt or (channel if channel is not None else default_format(template))
-    if channel is not None:
+    if chosen == "pixi":  # pixi.toml has both routes: conda-forge (pixi's own advice) unless asked
+        flags = dataclasses.replace(flags, channel=channel or template.channel or "conda")
+    elif channel is not None:
         resolves_for = "conda" if chosen in CONDA_FORMATS and not pip_in_conda else "pip"
         if channel != resolves_for:
             raise InputError(

@@ -16,7 +16,11 @@ from envkit.errors import InputError
 from envkit.project.manifest import Found, dumped, edit_sequence, parse_document, public_range, spaced, unwrap
 from envkit.project.want import TORCH_PACKAGES
 from envkit.specs.conda import SUBDIRS
-from envkit.specs.read import SpecFile, environment_spec, parse_conda_spec, pip_spec
+from envkit.specs.pixi import conda_text as _conda_text
+from envkit.specs.pixi import pixi_head as _head
+from envkit.specs.pixi import pixi_platforms as _platforms
+from envkit.specs.pixi import read_pixi
+from envkit.specs.read import SpecFile, parse_conda_spec
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -26,11 +30,8 @@ if TYPE_CHECKING:
 __all__ = ["KIND", "apply", "claims", "read", "view"]
 
 KIND: Final = "pixi"
-_PLATFORM_OF: Final = {subdir: platform for platform, subdir in SUBDIRS.items()}
 _TORCH_CONDA: Final = ("pytorch", "pytorch-gpu", "pytorch-cpu")
 _SELECTORS: Final = ("pytorch-cuda", "cudatoolkit", "cuda-version", "cpuonly")
-# pixi's platform selectors besides the subdirs (pixi docs: "Target specific tables").
-_SELECTOR_OS: Final = {"linux": "linux", "osx": "macos", "win": "windows"}
 
 
 def _tomlkit() -> Any:
@@ -39,51 +40,6 @@ def _tomlkit() -> Any:
 
 def claims(path: Path, text: str) -> bool:
     return path.name == "pixi.toml"
-
-
-def _head(data: Any) -> Any:
-    """The [workspace] table (pixi ≥ 0.40), else the older [project]."""
-    return data.get("workspace") if "workspace" in data else data.get("project")
-
-
-def _platforms(data: Any) -> tuple[str, ...]:
-    head = _head(data) or {}
-    out = []
-    for p in unwrap(head.get("platforms")) or []:
-        subdir = p.get("platform") if isinstance(p, dict) else p
-        if subdir in _PLATFORM_OF:
-            out.append(_PLATFORM_OF[subdir])
-    return tuple(out)
-
-
-def _tables(data: Any, kind: str, platform: str) -> list[Any]:
-    """``[kind]`` and the ``[target.X.kind]`` tables that apply on ``platform``, base first."""
-    out = [data.get(kind) or {}]
-    subdir = SUBDIRS.get(platform)
-    os_name = platform.split("-", 1)[0]
-    for selector, table in (data.get("target") or {}).items():
-        if (
-            selector == subdir
-            or _SELECTOR_OS.get(selector) == os_name
-            or (selector == "unix" and os_name != "windows")
-        ):
-            out.append(table.get(kind) or {})
-    return out
-
-
-def _merged(data: Any, kind: str, platform: str) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
-    for table in _tables(data, kind, platform):
-        merged.update({k: unwrap(v) for k, v in table.items()})
-    return merged
-
-
-def _conda_text(name: str, value: Any) -> str:
-    """A pixi dependency as a conda match spec (``pytorch 2.13.0.* cuda*``)."""
-    if isinstance(value, dict):
-        version, build = str(value.get("version", "*")), value.get("build")
-        return f"{name} {version} {build}" if build else f"{name} {version}"
-    return f"{name} {value}"
 
 
 def read(path: Path, text: str) -> Found:
@@ -126,23 +82,8 @@ def read(path: Path, text: str) -> Found:
 
 
 def view(path: Path, text: str, platform: str, python: Optional[str]) -> SpecFile:
-    data = parse_toml(text, str(path))
-    conda = _merged(data, "dependencies", platform)
-    pypi = _merged(data, "pypi-dependencies", platform)
-    if "torch" in pypi and not any(n in conda for n in _TORCH_CONDA):
-        value = pypi["torch"]
-        version = value.get("version", "") if isinstance(value, dict) else str(value)
-        index = value.get("index") if isinstance(value, dict) else None
-        lines = ([f"--index-url {index}"] if index else []) + [
-            f"torch{'' if version in ('', '*') else version}"
-        ]
-        return pip_spec(str(path), lines)
-    channels = [
-        str(c.get("channel") if isinstance(c, dict) else c)
-        for c in unwrap((_head(data) or {}).get("channels")) or []
-    ]
-    deps = [_conda_text(k, v) for k, v in conda.items()]
-    return environment_spec({"channels": channels, "dependencies": deps}, str(path))
+    """What the manifest installs on ``platform``: envkit.specs.pixi's reader (spec --check's too)."""
+    return read_pixi(str(path), text, platform)
 
 
 def _pixi_value(spec: str) -> Any:

@@ -6,7 +6,8 @@ One result per check, in this order: ``spec.cudatoolkit`` (the conda CUDA packag
 the build), ``spec.channel`` (the channel or index publishes that torch build), ``spec.companions``
 (torch, torchvision and torchaudio belong together), ``spec.driver`` (the target driver runs the
 build), ``spec.arch`` (the build has code for the target GPUs), ``spec.mirror`` (the indexes and
-mirrors serve what is asked of them).
+mirrors serve what is asked of them), ``spec.system_requirements`` (a pixi.toml's
+``[system-requirements] cuda`` lets pixi pick the CUDA build, and the target driver meets it).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ CHECK_IDS: Final = (
     "spec.driver",
     "spec.arch",
     "spec.mirror",
+    "spec.system_requirements",
 )
 _ORDER: Final = (Status.FAIL, Status.WARN, Status.PASS, Status.SKIP)
 Finding = tuple[Status, str, str, str]  # status, summary, detail (why, with the source), fix
@@ -416,7 +418,14 @@ def check_spec_noted(
         text = read_text(str(path))
         if container_kind(Path(path), text) is not None:
             return check_container(read_container(Path(path), text), knowledge, target), []
-    it = intent_of(read_spec(Path(path)), knowledge, target)
+    if Path(path).name == "pixi.toml":
+        from envkit._files import read_text
+        from envkit.specs.pixi import read_pixi
+
+        spec = read_pixi(str(path), read_text(str(path)), target.platform)
+    else:
+        spec = read_spec(Path(path))
+    it = intent_of(spec, knowledge, target)
     notes = [it.here_note(str(path))] if it.planned_here else []
     return _checks(it), notes
 
@@ -428,4 +437,81 @@ def check_specfile(spec: SpecFile, knowledge: Knowledge, target: Target) -> list
 
 
 def _checks(it: SpecIntent) -> list[CheckResult]:
-    return [check(it) for check in (_cuda_packages, _channel, _companions, _driver, _arch, _mirror)]
+    checks = (_cuda_packages, _channel, _companions, _driver, _arch, _mirror, _system_requirements)
+    return [check(it) for check in checks]
+
+
+def _system_requirements(it: SpecIntent) -> CheckResult:
+    """pixi solves conda packages with ``[system-requirements] cuda`` as the machines' ``__cuda``:
+    without it pixi picks no CUDA build ("Pixi will default to installing the CPU-only versions",
+    prefix-dev/pixi:docs/python/pytorch.md@0196a795), with one the driver cannot meet pixi refuses
+    the machine, and below the build's CUDA major conda-forge's cuda-version (``__cuda >=X``)
+    cannot be installed."""
+    check_id = "spec.system_requirements"
+    spec = it.spec
+    if spec.manifest != "pixi":
+        return _result(check_id, [], "", skip="only pixi reads [system-requirements]")
+    torch = it.torch
+    gpu_build = (
+        it.via == "conda"
+        and torch is not None
+        and (
+            it.cuda is not None
+            or torch.name == "pytorch-gpu"
+            or (torch.build or "").lstrip("*").startswith("cuda")
+        )
+    )
+    if not gpu_build:
+        return _result(
+            check_id, [], "", skip="torch is no conda CUDA build: pixi's __cuda chooses nothing here"
+        )
+    major = it.cuda.major if it.cuda is not None else None
+    wanted = f'cuda = "{major}"' if major is not None else 'cuda = "12"'
+    why = "pixi solves with [system-requirements] cuda as the machines' __cuda (pixi docs/python/pytorch.md)."
+    if spec.system_cuda is None:
+        summary = (
+            "no [system-requirements] cuda: pixi solves without __cuda and installs no CUDA build of torch"
+        )
+        return _result(check_id, [(Status.FAIL, summary, why, f"add [system-requirements] {wanted}")], "")
+    found: list[Finding] = []
+    have = version_of_text(spec.system_cuda)
+    if have is None:
+        found.append(
+            (
+                Status.FAIL,
+                f"[system-requirements] cuda = {spec.system_cuda!r} is no CUDA version",
+                why,
+                f"write {wanted}",
+            )
+        )
+        return _result(check_id, found, "")
+    if major is not None and have.major < major:
+        summary = (
+            f"[system-requirements] cuda = {spec.system_cuda!r} is below CUDA {major}, which the build needs"
+        )
+        detail = f"conda-forge's cuda-version {it.cuda} constrains __cuda >={major} (its feedstock's recipe)."
+        found.append((Status.FAIL, summary, detail, f"write {wanted}"))
+    driver = it.target.checked_driver
+    runs = it.k.cuda_for_driver(driver, windows=it.windows) if driver is not None else None
+    if driver is not None and (runs is None or have > runs):
+        most = f"CUDA {runs}" if runs is not None else "no CUDA envkit knows"
+        summary = (
+            f"pixi refuses this machine: [system-requirements] cuda = {spec.system_cuda!r}, its driver "
+            f"{driver} runs {most}"
+        )
+        detail = (
+            "pixi checks the system requirements against the machine's virtual packages before it installs."
+        )
+        fix = f"write {wanted} (the build's CUDA major), or upgrade the driver"
+        found.append((Status.FAIL, summary, detail, fix))
+    ok = f"[system-requirements] cuda = {spec.system_cuda!r} lets pixi pick the CUDA build" + (
+        f", and driver {driver} meets it" if driver is not None else ""
+    )
+    return _result(check_id, found, ok)
+
+
+def version_of_text(text: str) -> Optional[Version]:
+    try:
+        return Version(text.strip())
+    except ValueError:
+        return None

@@ -70,6 +70,8 @@ class SpecFile:
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # lines envkit did not follow
+    manifest: str = ""  # "pixi" for a pixi.toml (envkit.specs.pixi); "" for the spec files
+    system_cuda: Optional[str] = None  # pixi's [system-requirements] cuda, as written
 
 
 def conda_range(text: str, *, fuzzy: bool) -> Optional[SpecifierSet]:

@@ -1,7 +1,8 @@
 """``envkit spec``: render a template and a resolved plan into spec files, and write them whole.
 
 Formats: ``conda`` (environment.yml), ``pip`` (requirements.txt), ``uv`` (pyproject.toml) and
-``conda-lock`` (environment.yml with ``platforms`` + virtual-packages.yml). The renderers are
+``conda-lock`` (environment.yml with ``platforms`` + virtual-packages.yml) and ``pixi`` (pixi.toml,
+either route: envkit.specs.pixi). The renderers are
 envkit.specs.pip and envkit.specs.conda; this module is the entry point, plus the two edges around
 it: the resolve flags a template implies (``spec_flags``) and the mirrors named on the command line
 (``spec_mirrors``).
@@ -38,6 +39,7 @@ from envkit.specs.pip import (
     render_requirements,
     render_uv,
 )
+from envkit.specs.pixi import render_pixi
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -56,7 +58,7 @@ __all__ = [
     "write_specs",
 ]
 
-FORMATS: Final = ("conda", "pip", "uv", "conda-lock", *CONTAINER_FORMATS)
+FORMATS: Final = ("conda", "pip", "uv", "conda-lock", "pixi", *CONTAINER_FORMATS)
 CONDA_FORMATS: Final = ("conda", "conda-lock")
 _KIND_PREFIX: Final = re.compile(r"^(torch-wheels|pypi|conda)=(.+)$")
 
@@ -85,6 +87,8 @@ def spec_flags(template: Template, flags: PlanFlags, fmt: str, *, pip_in_conda: 
     if python is None and flags.env_name is None and template.python is not None:
         python = str(template.python)
     channel = "conda" if fmt in CONDA_FORMATS and not pip_in_conda else "pip"
+    if fmt == "pixi":  # both routes: --channel says which (envkit.commands.spec: conda by default)
+        channel = flags.channel
     # The command line's --with wins over the template's entry for the same extension.
     given = {_ext_name(e) for e in flags.extensions}
     extensions = (*flags.extensions, *(e for e in template.extensions if _ext_name(e) not in given))
@@ -151,13 +155,13 @@ def render_specs(
     _check_format(fmt, pip_in_conda)
     k = knowledge or load_knowledge()
     mirrors = _by_kind(mirror)
-    if "conda" in mirrors and fmt not in CONDA_FORMATS:
+    if "conda" in mirrors and fmt not in (*CONDA_FORMATS, "pixi"):
         raise InputError(
             f"--mirror {mirrors['conda'].name} is a conda channel mirror: for conda formats only"
         )
     name = env_name or template.name
     regen = regen_command(plan, template, fmt, pip_in_conda=pip_in_conda, mirrors=tuple(mirrors.values()))
-    native_conda = fmt in CONDA_FORMATS and not pip_in_conda
+    native_conda = (fmt in CONDA_FORMATS and not pip_in_conda) or (fmt == "pixi" and plan.conda is not None)
     if native_conda and "torch-wheels" in mirrors:
         raise InputError(
             f"--mirror {mirrors['torch-wheels'].name} serves pip wheels; this conda environment takes torch "
@@ -192,6 +196,13 @@ def render_specs(
         return files
     if fmt == "uv":
         return {"pyproject.toml": render_uv(plan, template, source, name, regen)}
+    if fmt == "pixi":
+        if "conda" in mirrors:
+            raise InputError(
+                f"--mirror {mirrors['conda'].name}: pixi maps channels through its own config "
+                "(mirrors in pixi's config.toml), not pixi.toml"
+            )
+        return {"pixi.toml": render_pixi(plan, template, k, source, name, regen)}
     environment = render_environment(
         plan,
         template,
