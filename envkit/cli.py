@@ -958,7 +958,11 @@ def preflight(
 
         render_report(report, stdout, verbose=True, strict=strict, title="envkit preflight")
     code = report.exit_code(strict=strict)
-    reason = (drain_reason(report) or "envkit: warnings (--strict)") if code else None
+    reason = (
+        (drain_reason(report, strict=strict) or "envkit: preflight failed (envkit doctor shows why)")
+        if code
+        else None
+    )
     if npd:
         from envkit.render.npd import npd_message
 

@@ -59,10 +59,12 @@ class Watchdog:
         self._timer.cancel()
 
 
-def drain_reason(report: Report) -> Optional[str]:
+def drain_reason(report: Report, *, strict: bool = False) -> Optional[str]:
     """One line for ``scontrol update … Reason=``: the failure most likely the cause (the ranking of
-    ``envkit.report.CAUSE_RANK``, as doctor's "Most likely cause"), short, no quotes or newlines."""
-    fails = rank_causes([c for c in report.checks if c.status is Status.FAIL])
+    ``envkit.report.CAUSE_RANK``, as doctor's "Most likely cause"), short, no quotes or newlines.
+    ``strict`` (``--strict``): warnings drain too, so a warning is a reason like a failure."""
+    counted = (Status.FAIL, Status.WARN) if strict else (Status.FAIL,)
+    fails = rank_causes([c for c in report.checks if c.status in counted])
     if not fails:
         return None
     first = fails[0]

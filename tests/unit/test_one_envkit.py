@@ -151,3 +151,38 @@ def test_spec_check_of_a_cuda_file_on_a_login_node_says_what_it_planned_for(tmp_
         cli.app, ["spec", "--check", str(path), "--driver", "550.54.15", "--gpu", "A100"]
     )
     assert "note:" not in flagged.stderr
+
+
+def test_a_strict_preflight_drains_with_the_warning_itself() -> None:
+    # preflight --strict with a warning wrote "envkit: warnings (--strict)", not the promised
+    # "envkit: <check id>: <summary>".
+    from envkit.commands.preflight import drain_reason
+    from envkit.facts import Facts
+    from envkit.report import CheckResult, Report
+
+    checks = [
+        CheckResult("python.shm", Status.WARN, "512 MiB of shared memory"),
+        CheckResult("nccl.env", Status.PASS, "ok"),
+    ]
+    report = Report.new(Facts(), checks)
+    assert drain_reason(report) is None  # without --strict a warning drains nothing
+    assert drain_reason(report, strict=True) == "envkit: python.shm: 512 MiB of shared memory"
+    # A failure still comes first.
+    failing = Report.new(Facts(), [*checks, CheckResult("driver.loaded", Status.FAIL, "no driver")])
+    assert drain_reason(failing, strict=True) == "envkit: driver.loaded: no driver (+1 more)"
+
+
+@pytest.mark.usefixtures("cli_machine")
+def test_preflight_strict_on_a_machine_with_a_warning_names_it() -> None:
+    from typer.testing import CliRunner
+
+    from envkit import cli
+
+    result = CliRunner().invoke(cli.app, ["preflight", "--strict"])
+    plain = CliRunner().invoke(cli.app, ["preflight"])
+    if plain.exit_code != 0 or result.exit_code == 0:
+        pytest.skip(
+            f"the fake machine has no warning-only finding (exit {plain.exit_code}/{result.exit_code})"
+        )
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("envkit:")]
+    assert re.match(r"envkit: [a-z_]+\.[a-z_]+: \S", line), line
