@@ -1203,6 +1203,10 @@ def spec(
         extensions=with_ext,
         allow_build=allow_build,
     )
+    if json_out and check is None:  # --json always prints a document: here, the error's
+        from envkit.errors import InputError
+
+        raise InputError("--json applies to spec --check (the files spec writes are the output)")
     if list_templates:
         from envkit.render.spec import render_templates
         from envkit.specs.template import list_templates as builtin_templates

@@ -129,3 +129,13 @@ def test_from_dash_with_stdin_closed_is_an_input_error() -> None:
     result = invoke(["doctor", "--from", "-"], stdin_closed=True)
     assert result.code == 2  # was 70: 'NoneType' object has no attribute 'read'
     assert result.stderr == "envkit: --from -: standard input is closed; nothing to read\n"
+
+
+def test_spec_json_without_check_is_an_error_document() -> None:
+    # `spec pt2 --json` wrote the spec files and no JSON at all.
+    result = invoke(["spec", "pt2", "--json", "--stdout", "--cuda", "cpu", "--no-gpu", "--python", "3.11"])
+    assert result.code == 2
+    assert (
+        error_document(result.stdout)["error"]
+        == "--json applies to spec --check (the files spec writes are the output)"
+    )
