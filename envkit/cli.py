@@ -465,6 +465,16 @@ AllowBuild = Annotated[
     bool,
     typer.Option("--allow-build", help="Plan a source build of an extension where no wheel fits."),
 ]
+Nightly = Annotated[
+    bool,
+    typer.Option(
+        "--nightly", "--pre", help="A nightly build (read from the nightly index now): not a release."
+    ),
+]
+TestChannel = Annotated[
+    bool,
+    typer.Option("--test", help="A release candidate from the test channel (read now): not a release."),
+]
 ChannelOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -488,9 +498,15 @@ def _plan_flags(
     channel: str,
     extensions: Optional[list[str]] = None,
     allow_build: bool = False,
+    nightly: bool = False,
+    test: bool = False,
 ) -> "PlanFlags":
     """The shared flags as one PlanFlags (checked when the request and target are made of it)."""
+    from envkit.errors import InputError
     from envkit.resolve.plan import PlanFlags
+
+    if nightly and test:
+        raise InputError("--nightly and --test are two channels: give one")
 
     return PlanFlags(
         driver=driver,
@@ -504,6 +520,7 @@ def _plan_flags(
         channel=channel,
         extensions=tuple(extensions or ()),
         allow_build=allow_build,
+        prerelease="nightly" if nightly else "test" if test else None,
     )
 
 
@@ -685,6 +702,8 @@ def resolve(
     env: PlanEnv = None,
     with_ext: WithExt = None,
     allow_build: AllowBuild = False,
+    nightly: Nightly = False,
+    test: TestChannel = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Same as --explain: what was passed over, and why.")
     ] = False,
@@ -708,6 +727,8 @@ def resolve(
         channel=channel or "pip",
         extensions=with_ext,
         allow_build=allow_build,
+        nightly=nightly,
+        test=test,
     )
     plan = make_plan(System(), flags)
     if json_out:
@@ -1179,6 +1200,8 @@ def spec(
     env: PlanEnv = None,
     with_ext: WithExt = None,
     allow_build: AllowBuild = False,
+    nightly: Nightly = False,
+    test: TestChannel = False,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="With --check: every finding's detail.")
     ] = False,
@@ -1202,6 +1225,8 @@ def spec(
         channel=channel or "pip",  # the format decides (commands.spec checks --channel agrees)
         extensions=with_ext,
         allow_build=allow_build,
+        nightly=nightly,
+        test=test,
     )
     if json_out and check is None:  # --json always prints a document: here, the error's
         from envkit.errors import InputError
@@ -1316,6 +1341,8 @@ def create(
     env: PlanEnv = None,
     with_ext: WithExt = None,
     allow_build: AllowBuild = False,
+    nightly: Nightly = False,
+    test: TestChannel = False,
     verbose: Verbose = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No plan or live progress on stderr (errors still show).")
@@ -1339,6 +1366,8 @@ def create(
         channel=channel or "pip",
         extensions=with_ext,
         allow_build=allow_build,
+        nightly=nightly,
+        test=test,
     )
     request = CreateRequest(
         name,
@@ -1427,6 +1456,8 @@ def lock(
     env: PlanEnv = None,
     with_ext: WithExt = None,
     allow_build: AllowBuild = False,
+    nightly: Nightly = False,
+    test: TestChannel = False,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No conda-lock progress or notes on stderr.")
     ] = False,
@@ -1451,6 +1482,8 @@ def lock(
         channel=channel or "conda",  # conda unless --channel pip: the lock's kind
         extensions=with_ext,
         allow_build=allow_build,
+        nightly=nightly,
+        test=test,
     )
     if flags.channel == "pip":
         formats = tuple(f.strip() for f in lock_format.split(",") if f.strip())

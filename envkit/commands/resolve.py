@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+import time
+from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
 from envkit.detect import detect_for_plan, run_bounded
 from envkit.detect.pyenv import select_interpreter
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge, variant_cuda
 from envkit.resolve import Plan, Request, parse_cuda_request, parse_torch_spec, resolve
+from envkit.resolve.channels import ChannelIndex, PreChannel, variants_to_read
 from envkit.resolve.extensions import parse_extensions
 from envkit.resolve.plan import Channel, CudaKind, CudaRequest, PlanFlags
 from envkit.resolve.target import Target, target_from_facts, target_from_flags
@@ -29,7 +31,11 @@ def make_request(flags: PlanFlags, *, available: Optional[Available] = None) -> 
     except ValueError:
         raise InputError(f"--channel {flags.channel!r}: pip or conda") from None
     cuda = parse_cuda_request(flags.cuda)
-    _check_cuda_exists(flags.cuda, cuda)
+    prerelease = None
+    if flags.prerelease is not None:
+        prerelease = _read_channel(flags, channel, cuda)
+    if prerelease is None or cuda.kind is not CudaKind.EXACT or cuda.variant not in prerelease.variants:
+        _check_cuda_exists(flags.cuda, cuda)
     extensions = parse_extensions(flags.extensions)
     if extensions and channel is Channel.CONDA:
         raise InputError(
@@ -45,7 +51,40 @@ def make_request(flags: PlanFlags, *, available: Optional[Available] = None) -> 
         available=available,
         extensions=extensions,
         allow_build=flags.allow_build,
+        prerelease=prerelease,
     )
+
+
+def _read_channel(flags: PlanFlags, channel: Channel, cuda: CudaRequest) -> ChannelIndex:
+    """--nightly / --test: the channel's pages, read now (they change every day)."""
+    import os
+
+    from envkit.mirrors.simple_index import index_base, read_channel
+
+    try:
+        chosen = PreChannel(flags.prerelease)
+    except ValueError:
+        raise InputError(f"{flags.prerelease!r}: the channels are nightly and test") from None
+    if channel is Channel.CONDA:
+        raise InputError(
+            f"--{chosen.value} builds are pip wheels (download.pytorch.org/whl/{chosen.value}); "
+            "conda has no such channel any more",
+            hint="use --channel pip, or spec --format conda --pip-in-conda",
+        )
+    k = load_knowledge()
+    exact = str(cuda.variant) if cuda.kind is CudaKind.EXACT else "cpu" if cuda.kind is CudaKind.CPU else None
+    variants = variants_to_read(k, flags.platform, exact)
+    base = index_base(os.environ)
+    # One read per run (lock plans each platform with its own request), fresh after ten minutes.
+    key = (chosen, base, tuple(variants), int(time.monotonic() // CHANNEL_FRESH_S))
+    if key not in _CHANNEL_READS:
+        _CHANNEL_READS.clear()
+        _CHANNEL_READS[key] = read_channel(k, chosen, variants, base=base)
+    return _CHANNEL_READS[key]
+
+
+CHANNEL_FRESH_S: Final = 600.0
+_CHANNEL_READS: dict[tuple[PreChannel, str, tuple[str, ...], int], ChannelIndex] = {}
 
 
 def _check_cuda_exists(text: str, cuda: CudaRequest) -> None:

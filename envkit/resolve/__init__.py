@@ -405,6 +405,9 @@ def resolve(k: Knowledge, target: Target, request: Request) -> Plan:
 
     With extensions and ``allow_build``, a build with wheels for every extension comes first: source
     builds are planned only where none has them."""
+    if request.prerelease is not None:
+        # --nightly / --test: the channel's builds, judged by the same rules as the releases.
+        k = request.prerelease.knowledge(k)
     if request.extensions and request.allow_build:
         try:
             return resolve(k, target, dataclasses.replace(request, allow_build=False))
@@ -544,10 +547,15 @@ def _plan(
         )
     warnings += vendors.plan_warnings(k, target, chosen.variant, release.torch)
     warnings += target.assumed
-    notes = (request.available.describe(),) if request.available is not None else ()
+    notes: tuple[str, ...] = (request.available.describe(),) if request.available is not None else ()
     python = target.python
     # PyPI's macOS wheels are the only macOS builds (no local tag, no index folder).
     index_url = None if target.platform.startswith("macos") else f"{PYTORCH_INDEX}/{chosen.variant}"
+    pre = request.prerelease
+    if pre is not None:
+        index_url = pre.index_url(chosen.variant)
+        warnings[:0] = pre.warnings(release, chosen.variant)
+        notes += tuple(n for n in pre.notes if f"+{chosen.variant} " in n or "+" not in n)
     conda = None
     if request.channel is Channel.CONDA:
         conda = _conda_spec(k, chosen, python, target.platform)
@@ -573,6 +581,7 @@ def _plan(
         rejected=tuple(rejected),
         target=target,
         notes=notes,
+        prerelease=pre.channel.value if pre is not None else None,
     )
 
 

@@ -18,6 +18,7 @@ from envkit.errors import InputError
 from envkit.knowledge import variant_cuda
 from envkit.knowledge.vendors import rocm_version
 from envkit.resolve.available import Available
+from envkit.resolve.channels import ChannelIndex
 from envkit.resolve.extensions import ExtensionPick, ExtensionRequest
 from envkit.resolve.target import Target
 from envkit.versions import Version, parse_spec
@@ -151,7 +152,7 @@ def parse_torch_spec(text: str) -> SpecifierSet:
 class PlanFlags:
     """What the command line says about the target machine and the wanted build, as typed
     (``--driver --gpu --no-gpu --platform --python --env --torch --cuda --channel --with
-    --allow-build``); checked when
+    --allow-build --nightly --test``); checked when
     a request and a target are made of it (envkit.commands.resolve).
 
     Keyword-only: nine fields, most of them optional strings, where a positional slip would swap
@@ -170,6 +171,7 @@ class PlanFlags:
     channel: str
     extensions: tuple[str, ...]  # --with, as typed
     allow_build: bool
+    prerelease: Optional[str]  # --nightly / --test: "nightly", "test"; None: the releases
 
     def __init__(
         self,
@@ -185,6 +187,7 @@ class PlanFlags:
         channel: str = "pip",
         extensions: Sequence[str] = (),
         allow_build: bool = False,
+        prerelease: Optional[str] = None,
     ) -> None:
         # What a frozen dataclass's generated __init__ does: the record is still being built.
         setattr_ = object.__setattr__
@@ -199,6 +202,7 @@ class PlanFlags:
         setattr_(self, "channel", channel)
         setattr_(self, "extensions", tuple(extensions))
         setattr_(self, "allow_build", allow_build)
+        setattr_(self, "prerelease", prerelease)
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,8 @@ class Request:
     # --with: extensions that must have a wheel (or, with allow_build, a source build) for the build.
     extensions: tuple[ExtensionRequest, ...] = ()
     allow_build: bool = False
+    # --nightly / --test: the channel's builds, read from its index pages, instead of the releases.
+    prerelease: Optional[ChannelIndex] = None
 
     def __post_init__(self) -> None:
         # A plain "conda" must not be taken for pip where the resolver asks `is Channel.CONDA`.
@@ -251,6 +257,8 @@ class Plan:
     notes: tuple[str, ...] = ()
     # The extensions asked for (--with), each with its wheel or build.
     extensions: tuple[ExtensionPick, ...] = ()
+    # "nightly" / "test": a build of that channel (--nightly / --test), not a release.
+    prerelease: Optional[str] = None
 
     @property
     def candidate(self) -> str:
@@ -334,6 +342,7 @@ class Plan:
             "warnings": list(self.warnings),
             "rejected": [{"candidate": r.candidate, "reason": r.reason} for r in self.rejected],
             "notes": list(self.notes),
+            "prerelease": self.prerelease,
             "gpu_vendor": _gpu_vendor(self.variant),
             "rocm": str(rocm_version(self.variant)) if rocm_version(self.variant) else None,
             "target": {

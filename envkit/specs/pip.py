@@ -304,8 +304,13 @@ def regen_command(
     if t.driver is not None:
         parts += ["--driver", str(t.driver)]
     parts += [f"--gpu {g.cc.sm}" for g in t.gpus]
-    if not t.has_nvidia:
+    parts += [f"--gpu {a.arch}" for a in t.accel if a.arch]  # gfx942, bmg: --gpu takes both
+    if t.amd_driver and t.driver is None and t.accel:
+        parts += ["--driver", t.amd_driver]
+    if not t.has_gpu:
         parts.append("--no-gpu")
+    if plan.prerelease:
+        parts.append(f"--{plan.prerelease}")
     if pip_in_conda:
         parts.append("--pip-in-conda")
     parts += [f"--with '{p.name}=={p.version}'" for p in plan.extensions]
@@ -317,7 +322,7 @@ def regen_command(
 
 def header(plan: Plan, template_name: str, use: str, regen: str) -> list[str]:
     """The comment block every generated file starts with (its first line marks it as envkit's)."""
-    target = plan.target.describe() if plan.target.has_nvidia else f"{plan.platform}, no NVIDIA GPU"
+    target = plan.target.describe() if plan.target.has_gpu else f"{plan.platform}, no GPU"
     lines = [
         f"{GENERATED_MARK} {__version__} from template {template_name}; regenerate rather than edit:",
         f"  {regen}",
