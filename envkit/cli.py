@@ -1740,20 +1740,21 @@ def main() -> None:
     """Console-script entry point."""
     from envkit._signals import sigterm_interrupts
 
-    _count_from_process_start()
-    sigterm_interrupts()  # SIGTERM (Slurm, systemd, timeout) ends envkit as Ctrl-C does: exit 130
-    _printable_anywhere()
-    # What the imports made (modules, classes, typer's app) lives as long as the process: out of
-    # the collector's sight, so that its full passes walk only what the command makes.
-    gc.freeze()
-    from envkit.render.streams import begin
-
-    begin(own_process=True)
     try:
+        _count_from_process_start()
+        sigterm_interrupts()  # SIGTERM (Slurm, systemd, timeout) ends envkit as Ctrl-C does: exit 130
+        _printable_anywhere()
+        # What the imports made (modules, classes, typer's app) lives as long as the process: out
+        # of the collector's sight, so that its full passes walk only what the command makes.
+        gc.freeze()
+        from envkit.render.streams import begin
+
+        begin(own_process=True)
         app(prog_name="envkit")
     except KeyboardInterrupt as exc:
-        # Ctrl-C, SIGTERM or SIGHUP before a command runs (typer building the command tree, parsing
-        # the line): nothing was started; the same line and code as inside one, not a traceback.
+        # Ctrl-C, SIGTERM or SIGHUP before a command runs (the rest of the imports, typer building
+        # the command tree, parsing the line): nothing was started; the same line and code as
+        # inside one, not a traceback.
         from envkit._signals import ignore_interrupts
 
         ignore_interrupts()
