@@ -94,6 +94,17 @@ def _is_torch_index(url: str, want: Want) -> bool:
     return variant_of_url(url) is not None or url in wanted
 
 
+def _is_pypi(url: str, pypi: str) -> bool:
+    """Whether an index option names PyPI: ``pypi`` (PyPI, or the PyPI mirror asked for) or a PyPI
+    mirror of envkit's table (a file that already has tuna as an extra index needs no pypi.org)."""
+    from envkit.knowledge.mirrors import MirrorKind, load_mirrors
+
+    bare = url.rstrip("/")
+    return bare == pypi.rstrip("/") or any(
+        m.kind is MirrorKind.PYPI and bare == m.url for m in load_mirrors()
+    )
+
+
 def _options(entries: list[_Entry], want: Want, has_others: bool) -> list[str]:
     """The index option lines the file must have for ``want``."""
     primary = next(
@@ -112,9 +123,10 @@ def _options(entries: list[_Entry], want: Want, has_others: bool) -> list[str]:
         lines.append(f"--index-url {indexes[0]}")
         lines += [f"--extra-index-url {u}" for u in indexes[1:]]
         needs_pypi = has_others or any(s.index_url is None for s in want.sources) or want.pypi_index
+        # Only PyPI (or the PyPI mirror asked for) counts: the file's own extra index (an internal
+        # one) does not carry numpy once the torch index replaces PyPI as --index-url.
         has_pypi = any(
-            (o := e.option) and o[0] == "--extra-index-url" and not _is_torch_index(o[1], want)
-            for e in entries
+            (o := e.option) and o[0] == "--extra-index-url" and _is_pypi(o[1], pypi) for e in entries
         )
         if needs_pypi and not has_pypi:
             lines.append(f"--extra-index-url {pypi}")

@@ -329,3 +329,19 @@ def test_pixi_conda_route_cross_platform_targets(tmp_path: Path) -> None:
     assert data["dependencies"]["pytorch"] == {"version": "2.13.0.*", "build": "cuda129*"}
     assert data["target"]["osx-arm64"]["dependencies"]["pytorch"] == {"version": "2.13.0.*", "build": "cpu*"}
     assert "\n\n\n" not in out  # one blank line between tables, as pixi writes them
+
+
+def test_a_requirements_file_with_its_own_extra_index_keeps_pypi(tmp_path: Path) -> None:
+    """The file's own --extra-index-url (an internal index) is not PyPI: once the torch index is the
+    --index-url, PyPI must come back as an extra index, or numpy has nowhere to come from (pip's
+    --dry-run: 'No matching distribution found for numpy'). An asked PyPI mirror is written too."""
+    text = "--extra-index-url https://pkgs.example.org/simple  # ours\nnumpy\ntorch>=2.4\n"
+    out = edited(requirements, tmp_path / "requirements.txt", text, want_for())
+    assert f"--index-url {CU126}\n" in out and "--extra-index-url https://pypi.org/simple\n" in out
+    assert "--extra-index-url https://pkgs.example.org/simple  # ours\n" in out
+    mirror = "http://127.0.0.1:9/simple"
+    out = edited(requirements, tmp_path / "requirements.txt", text, want_for(mirrors=(f"pypi={mirror}",)))
+    assert f"--extra-index-url {mirror}\n" in out and "pypi.org" not in out
+    tuna = "--extra-index-url https://pypi.tuna.tsinghua.edu.cn/simple\nnumpy\ntorch\n"
+    out = edited(requirements, tmp_path / "requirements.txt", tuna, want_for())
+    assert "pypi.org" not in out  # a PyPI mirror of envkit's table is PyPI already
