@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Final, Optional, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -30,6 +31,7 @@ __all__ = [
     "Manifest",
     "dumped",
     "edit_sequence",
+    "kept_pin",
     "lowest_python",
     "parse_document",
     "public_range",
@@ -130,6 +132,25 @@ def requirement_name(text: str) -> Optional[str]:
         return canonicalize_name(Requirement(text).name)
     except InvalidRequirement:
         return None
+
+
+_EXTRAS: Final = re.compile(r"^\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[^\]]*\])")
+
+
+def kept_pin(pin: str, old: str, *, separator: str = "; ") -> str:
+    """``pin`` (``torch==2.14.1``, maybe with envkit's own platform marker) with what the line it
+    replaces said beside its version: its extras (``torch[opt-einsum]``), and its marker where the
+    pin has none (``; platform_system != "Darwin"``: where the project wants torch at all)."""
+    extras = _EXTRAS.match(old)
+    if extras is not None:
+        name = re.match(r"[A-Za-z0-9._-]+", pin)
+        if name is not None:
+            pin = f"{name.group(0)}{extras.group(1).replace(' ', '')}{pin[name.end() :]}"
+    if ";" in old and ";" not in pin:
+        marker = old.split(";", 1)[1].strip()
+        if marker:
+            pin = f"{pin}{separator}{marker}"
+    return pin
 
 
 def public_range(text: Optional[str]) -> Optional[SpecifierSet]:

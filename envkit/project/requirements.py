@@ -22,7 +22,7 @@ from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 
 from envkit.errors import InputError
-from envkit.project.manifest import Found, public_range, requirement_name
+from envkit.project.manifest import Found, kept_pin, public_range, requirement_name
 from envkit.project.want import TORCH_PACKAGES, platform_env
 from envkit.specs.intent import variant_of_url
 from envkit.specs.pip import PYPI_URL
@@ -203,7 +203,7 @@ def edit_lines(lines: Sequence[str], want: Want, *, label: str) -> list[str]:
             if name in placed:
                 continue
             placed.add(name)
-            for i, pin in enumerate(pins[name]):
+            for i, pin in enumerate(kept_pin(p, _plain(entry.content), separator=" ; ") for p in pins[name]):
                 if i == 0 and entry.content == pin:
                     out.append(entry.raw)
                 else:

@@ -19,6 +19,7 @@ from envkit.project.manifest import (
     Found,
     dumped,
     edit_sequence,
+    kept_pin,
     lowest_python,
     parse_document,
     public_range,
@@ -61,9 +62,10 @@ def _table(parent: Any, key: str, *, super_table: bool = True) -> Any:
     return parent[key]
 
 
-def set_pins(array: Any, pins: dict[str, str], *, keep_markers: bool = True) -> bool:
+def set_pins(array: Any, pins: dict[str, str]) -> bool:
     """Pins (name -> requirement) into a dependency array: the first line of each name replaced (its
-    marker kept), the name's other lines dropped, missing names appended. True when it changed."""
+    extras and marker kept: manifest.kept_pin), the name's other lines dropped, missing names
+    appended. True when it changed."""
     new: list[Any] = []
     done: set[str] = set()
     for item in array:
@@ -75,9 +77,8 @@ def set_pins(array: Any, pins: dict[str, str], *, keep_markers: bool = True) -> 
         if name in done:
             continue
         done.add(name)
-        keep = keep_markers and ";" not in pins[name]  # a pin with its own marker replaces the old one
-        marker = text.split(";", 1)[1].strip() if ";" in text and keep else ""
-        new.append(f"{pins[name]}; {marker}" if marker else pins[name])
+        # the line's extras stay; so does its marker, unless the pin has its own (several platforms)
+        new.append(kept_pin(pins[name], text))
     new += [pin for name, pin in pins.items() if name not in done]
     if not len(array) and new:
         array.multiline(True)

@@ -345,3 +345,20 @@ def test_a_requirements_file_with_its_own_extra_index_keeps_pypi(tmp_path: Path)
     tuna = "--extra-index-url https://pypi.tuna.tsinghua.edu.cn/simple\nnumpy\ntorch\n"
     out = edited(requirements, tmp_path / "requirements.txt", tuna, want_for())
     assert "pypi.org" not in out  # a PyPI mirror of envkit's table is PyPI already
+
+
+def test_the_torch_lines_own_marker_and_extras_are_kept(tmp_path: Path) -> None:
+    """``torch[opt-einsum]>=2.4 ; platform_system != "Darwin"`` said: torch with that extra, and not
+    on macOS; the pin keeps both (it was ``torch==2.14.1+cu126``: macOS then asked for a CUDA build
+    that does not exist there, and the extra's packages were gone)."""
+    line = 'torch[opt-einsum]>=2.4 ; platform_system != "Darwin"  # the model'
+    out = edited(requirements, tmp_path / "requirements.txt", f"numpy\n{line}\n", want_for())
+    assert 'torch[opt-einsum]==2.14.1+cu126 ; platform_system != "Darwin"  # the model\n' in out
+    pyproject = UV_INIT.replace('"numpy>=1.26",', '"numpy>=1.26",\n    "torch[opt-einsum]>=2.4",')
+    data = tomllib.loads(edited(uv, tmp_path / "pyproject.toml", pyproject, want_for()))
+    assert data["project"]["dependencies"][1] == "torch[opt-einsum]==2.14.1"
+    # several platforms: envkit's markers choose each build; the extra stays on every line
+    want = want_for(("linux-x86_64", "macos-arm64"))
+    out = edited(requirements, tmp_path / "requirements.txt", f"numpy\n{line}\n", want)
+    assert "torch[opt-einsum]==2.14.1+cu126 ; sys_platform == 'linux'  # the model\n" in out
+    assert "torch[opt-einsum]==2.14.1 ; sys_platform == 'darwin'\n" in out
