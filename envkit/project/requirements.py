@@ -22,6 +22,7 @@ from packaging.markers import InvalidMarker, Marker
 from packaging.requirements import InvalidRequirement, Requirement
 
 from envkit.errors import InputError
+from envkit.knowledge import CUDA_PLATFORMS
 from envkit.project.manifest import Found, kept_pin, public_range, requirement_name
 from envkit.project.want import TORCH_PACKAGES, platform_env
 from envkit.specs.intent import variant_of_url
@@ -269,8 +270,21 @@ def _applies(line: str, platform: str, python: Optional[str]) -> bool:
 
 
 def select(lines: Sequence[str], platform: str, python: Optional[str]) -> list[str]:
-    """The lines that apply on ``platform`` (the others are another platform's pins)."""
-    return [e.content for e in _entries(lines) if not e.name or _applies(e.content, platform, python)]
+    """The lines that apply on ``platform`` (the others are another platform's pins). On a platform
+    without GPU builds (macOS) a CUDA or ROCm index has no wheels, so pip takes torch from the
+    file's other indexes where it has any (PyPI itself when no --index-url replaces it): such an
+    index is left out of what the file installs there (envkit add writes exactly this for a macOS
+    platform beside Linux ones)."""
+    entries = [e for e in _entries(lines) if not e.name or _applies(e.content, platform, python)]
+    if platform in CUDA_PLATFORMS:
+        return [e.content for e in entries]
+    options = [(e, o) for e in entries if (o := e.option) is not None]
+    gpu = [e for e, o in options if (variant_of_url(o[1]) or "cpu") != "cpu"]
+    others = [e for e, _o in options if e not in gpu]
+    pypi_stays = not any(o[0] == "--index-url" for _e, o in options)
+    if gpu and (others or pypi_stays):
+        entries = [e for e in entries if e not in gpu]
+    return [e.content for e in entries]
 
 
 def view(path: Path, text: str, platform: str, python: Optional[str]) -> SpecFile:

@@ -133,12 +133,20 @@ def _torch_channel(spec: SpecFile, torch: Pin) -> Optional[str]:
 def _pip_variant(spec: SpecFile, torch: Pin, release: Optional[Release], platform: str) -> Optional[str]:
     urls = [u for u in (spec.index_url, *spec.extra_index_urls, *spec.find_links) if u]
     variant = torch.local or next((v for v in map(variant_of_url, urls) if v), None)
-    if variant is None and release is not None and not urls:
+    if variant is None and release is not None and all(map(_is_pypi, urls)):
         # PyPI itself: the release's default CUDA build on linux-x86_64, CPU builds on Windows and
         # macOS; linux-aarch64 varies by release (releases.toml's pypi_default_aarch64, read from the
         # wheels' metadata on https://pypi.org/project/torch/).
         variant = {"linux-x86_64": release.pypi_default, "linux-aarch64": None}.get(platform, "cpu")
     return variant
+
+
+def _is_pypi(url: str) -> bool:
+    """PyPI's own index, or a PyPI mirror of envkit's table (they carry the same torch builds)."""
+    from envkit.knowledge.mirrors import MirrorKind, load_mirrors
+
+    bare = url.rstrip("/")
+    return any(m.kind is MirrorKind.PYPI and bare == m.url for m in load_mirrors())
 
 
 def _conda_build(spec: SpecFile, torch: Pin) -> tuple[Optional[str], Optional[Version], bool]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.unit.test_bad_input import envkit
 
 from .conftest import H100
-from .test_edits import UV_INIT
+from .test_edits import CU126, UV_INIT
 
 
 def _checks(result: object) -> dict[str, dict[str, str]]:
@@ -56,3 +56,27 @@ def test_a_project_without_torch_says_so(tmp_path: Path) -> None:
     result = envkit("check", "--project", str(tmp_path), *H100, "--json")
     assert result.exit_code == 0
     assert _checks(result)["project.torch"]["fix"].startswith("envkit add torch")
+
+
+def test_after_a_cross_platform_add_check_finds_nothing_on_macos(tmp_path: Path) -> None:
+    """envkit agrees with itself: what `envkit add` writes for Linux + macOS (the cu126 index as
+    --index-url, PyPI as an extra index, torch==2.14.1 for darwin) gets macOS its PyPI build, since
+    the cu126 index has no macOS wheels; check judged it by the cu126 index ('torch 2.14.1 has no
+    cu126 build for macos-arm64', exit 1), in a requirements.txt and an environment.yml's pip:."""
+    platforms = ("--platform", "linux-x86_64", "--platform", "macos-arm64")
+    (tmp_path / "requirements.txt").write_text("numpy\ntorch\n", encoding="utf-8")
+    (tmp_path / "environment.yml").write_text(
+        "name: x\ndependencies:\n  - pip\n  - pip:\n    - torch\n", encoding="utf-8"
+    )
+    for name in ("requirements.txt", "environment.yml"):
+        path = str(tmp_path / name)
+        assert envkit("add", "--project", path, *H100, *platforms).exit_code == 0
+        result = envkit("check", "--project", path, *H100, *platforms, "--json")
+        assert result.exit_code == 0, result.stdout
+        mac = [c for c in json.loads(result.stdout)["checks"] if "macos-arm64" in c["summary"]]
+        driver = next(c for c in mac if c["id"] == "spec.driver")
+        assert driver["summary"].endswith("the CPU build needs no driver")
+    # a file whose only index is a CUDA one has no torch for macOS: still a failure
+    (tmp_path / "requirements.txt").write_text(f"--index-url {CU126}\ntorch==2.14.1\n", encoding="utf-8")
+    only = envkit("check", "--project", str(tmp_path / "requirements.txt"), "--platform", "macos-arm64")
+    assert only.exit_code == 1 and "has no cu126 build for macos-arm64" in only.stdout
