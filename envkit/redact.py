@@ -5,7 +5,8 @@ Every message, exception text, crash log and JSON output goes through :func:`red
 :func:`is_secret_name`. The rules, documented in the README ("Secrets"):
 
 - a URL's userinfo: ``https://user:token@host/`` -> ``https://***@host/`` (pip and uv accept
-  credentials in index URLs);
+  credentials in index URLs), and an anaconda.org token in a channel URL's path:
+  ``https://conda.anaconda.org/t/<token>/ch`` -> ``…/t/***/ch``;
 - the value of a ``NAME=value`` pair (an environment assignment, a URL query parameter) whose NAME
   is secret-like: ``?token=abc`` -> ``?token=***``, ``HF_TOKEN=abc`` -> ``HF_TOKEN=***``;
 - an HTTP credential written out: ``Bearer abc`` and ``Authorization: Basic abc`` -> ``Bearer ***``
@@ -38,6 +39,9 @@ _SECRET_NAME_RE: Final = re.compile(
 # scheme://userinfo@. The match runs greedily to the last "@" before whitespace or a quote. That
 # over-redacts a path holding "@", which beats leaking a token that has an unescaped "/" or "@".
 _USERINFO_RE: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s'\"<>]*@")
+# An anaconda.org channel token in a URL's path: https://conda.anaconda.org/t/<token>/channel
+# (conda's channel URLs; conda-lock reads it as a token to hide too, conda_lock/models/channel.py).
+_CONDA_TOKEN_RE: Final = re.compile(r"(://[^\s/'\"<>]+(?:/[^\s/'\"<>]+)*?/t/)[^\s/'\"<>]+")
 # NAME=value: an environment assignment (``HF_TOKEN=…``) or a query parameter (``?sig=…&``).
 _VARIABLE_RE: Final = re.compile(r"[A-Z][A-Z0-9_]*$")
 # A name may follow "-" (``--password=…``); it may not start inside another name.
@@ -83,10 +87,14 @@ def redact(text: str) -> str:
     'https://download.pytorch.org/whl/cu121/'
     >>> redact("https://h.example/s?sig=abc&page=2 HF_TOKEN=hf_x")
     'https://h.example/s?sig=***&page=2 HF_TOKEN=***'
+    >>> redact("https://conda.anaconda.org/t/ab-12cd/private-chan/linux-64")
+    'https://conda.anaconda.org/t/***/private-chan/linux-64'
     """
     # Each pattern runs only where its literal part is: a fleet's JSON has 10,000s of strings.
     if "://" in text:
         text = _USERINFO_RE.sub(rf"\1{MASK}@", text)
+        if "/t/" in text:
+            text = _CONDA_TOKEN_RE.sub(rf"\1{MASK}", text)
     if "=" in text:
         text = _PAIR_RE.sub(_pair, text)
     if "Bearer" in text:

@@ -98,6 +98,7 @@ def test_the_worker_gets_channels_where_condarc_puts_them(tmp_path: Path, with_r
     (home / ".condarc").write_text(
         "channel_alias: https://mirror.example.org/conda\n"
         "custom_channels:\n  pytorch: https://me:s3cret@private.example.org/cloud\n"
+        "  nvidia: https://conda.example.org/t/tok-3n/cloud\n"
         "default_channels:\n  - https://mirror.example.org/pkgs/main\n",
         encoding="utf-8",
     )
@@ -107,7 +108,7 @@ def test_the_worker_gets_channels_where_condarc_puts_them(tmp_path: Path, with_r
     sent = json.loads(install.spec_files[REQUEST_FILE])
     assert sent["channels"] == [
         "https://***@private.example.org/cloud/pytorch",
-        "https://mirror.example.org/conda/nvidia",
+        "https://conda.example.org/t/***/cloud/nvidia",  # an anaconda.org-style token, too
         "https://mirror.example.org/pkgs/main",
     ]
     # pytorch::pytorch is pointed at the pytorch channel's URL (redacted; the worker puts it back).
@@ -117,13 +118,13 @@ def test_the_worker_gets_channels_where_condarc_puts_them(tmp_path: Path, with_r
         "ENVKIT_RATTLER_CHANNELS": json.dumps(
             [
                 "https://me:s3cret@private.example.org/cloud/pytorch",
-                "https://mirror.example.org/conda/nvidia",
+                "https://conda.example.org/t/tok-3n/cloud/nvidia",
                 "https://mirror.example.org/pkgs/main",
             ]
         )
     }
     shown = step.shown() + json.dumps(install.to_json()) + "".join(install.spec_files.values())
-    assert "s3cret" not in shown
+    assert "s3cret" not in shown and "tok-3n" not in shown
     assert sent["virtual_packages"][-1] == ["__cuda", "12.2"]
     assert {name for name, *_ in sent["virtual_packages"]} >= {"__unix", "__archspec", "__cuda"}
 
