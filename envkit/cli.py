@@ -293,12 +293,14 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "envkit spec pt2 --cuda 12.1",
         "envkit spec pt2-train --format uv --driver 535.104.05 --gpu sm_80 -o env/",
         "envkit spec pt2 --channel conda --no-gpu --stdout",
+        "envkit spec pt2 --format pixi --driver 535.104.05 --gpu A100 -o proj/",
         "envkit spec --check environment.yml",
     ),
     "create": (
         "envkit create pt2 --cuda 12.1",
         "envkit create train --template pt2-train --backend uv --dry-run",
         "envkit create pt2 --prefix /opt/envs/pt2 --wheelhouse wheels/ --offline --no-gpu",
+        "envkit create pt2 --cuda 12.1 --channel conda --backend rattler --dry-run",
     ),
     "lock": ("envkit lock pt2 --driver 535.104.05 --lock-platform linux-64 --lock-platform linux-aarch64",),
     "check": (
