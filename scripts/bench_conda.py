@@ -139,6 +139,7 @@ def rattler_run(channel: Path, prefix: Path, cache: Path) -> tuple[float, float,
         "history": {"cmd": "bench_conda", "specs": ["torch==2.13.0"]},
         "marker": "ENVKIT-RATTLER-RESULT",
     }
+    shutil.rmtree(prefix, ignore_errors=True)
     path = prefix.with_suffix(".json")
     path.write_text(json.dumps(request))
     start = time.perf_counter()
@@ -153,6 +154,7 @@ def rattler_run(channel: Path, prefix: Path, cache: Path) -> tuple[float, float,
 
 
 def pip_run(wheelhouse: Path, venv: Path) -> float:
+    shutil.rmtree(venv, ignore_errors=True)  # a venv left by an interrupted run would have torch already
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     start = time.perf_counter()
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index"]
@@ -183,9 +185,11 @@ def main() -> None:
         times: dict[str, list[float]] = {"pip install": [], "rattler cold": [], "rattler warm": []}
         parts: dict[str, list[float]] = {"cold solve": [], "cold install": [], "warm install": []}
         warm_cache = work / "cache-warm"
+        shutil.rmtree(warm_cache, ignore_errors=True)
         for run in range(args.runs):
             times["pip install"].append(pip_run(wheelhouse, work / f"pip-{run}"))
             cold = work / f"cache-cold-{run}"
+            shutil.rmtree(cold, ignore_errors=True)
             wall, solve, install = rattler_run(channel, work / f"cold-{run}", cold)
             times["rattler cold"].append(wall)
             parts["cold solve"].append(solve)
