@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 from envkit.create.backends import INSTALLERS, Backend, Step
 from envkit.create.conda_meta import CondaRecord
 from envkit.create.install import Installation
-from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK
+from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, CreateFailed
 from envkit.report import Report
 
 if TYPE_CHECKING:
@@ -183,16 +183,26 @@ def run(
         checks = (*CREATE_CHECKS, "extensions") if install.plan.extensions else CREATE_CHECKS
         return run_verify(system, python=str(python), checks=checks)
 
-    report = execute(
-        system,
-        install,
-        force=force,
-        on_step=shown.step,
-        on_line=shown.line,
-        on_note=shown.note,
-        verify=verify_env if verify else None,
-        lock_held=lock_held,
-    )
+    try:
+        report = execute(
+            system,
+            install,
+            force=force,
+            on_step=shown.step,
+            on_line=shown.line,
+            on_note=shown.note,
+            verify=verify_env if verify else None,
+            lock_held=lock_held,
+        )
+    except CreateFailed as failed:
+        # An index that did not answer (or had no such torch): the next step comes last, after
+        # what was undone, never only pip's retry noise and "removed the half-made …".
+        from envkit.create.next_step import index_next_step
+
+        step = index_next_step(failed.message, install)
+        if step is not None:
+            failed.hint = "; ".join(part for part in (failed.hint, f"next: {step}") if part)
+        raise
     packages = None
     if INSTALLERS[install.backend].conda:
         from envkit.create.conda_meta import installed_packages

@@ -124,6 +124,8 @@ def test_an_index_that_does_not_answer_fails_the_step_and_leaves_nothing(tmp_pat
     assert proc.returncode == 4, proc.stderr
     assert "127.0.0.1:9" in proc.stderr and "Connection refused" in proc.stderr
     assert "Traceback" not in proc.stderr and "removed the half-made" in proc.stderr
+    # The last words are the next step (issue 22): the mirror probe's verdict, a wheelhouse.
+    assert "; next: the index did not answer: `envkit mirrors --probe --variant cu124`" in proc.stderr
     assert not (tmp_path / "envs" / "down").exists()
 
 

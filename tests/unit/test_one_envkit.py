@@ -14,7 +14,7 @@ from envkit.commands import spec as spec_command
 from envkit.errors import NoBuildError
 from envkit.knowledge import load_knowledge
 from envkit.report import Status
-from envkit.resolve import Request, resolve
+from envkit.resolve import Request, parse_cuda_request, resolve
 from envkit.resolve.plan import PlanFlags
 from envkit.resolve.target import Target, parse_gpu
 from envkit.system import System
@@ -186,3 +186,38 @@ def test_preflight_strict_on_a_machine_with_a_warning_names_it() -> None:
         )
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("envkit:")]
     assert re.match(r"envkit: [a-z_]+\.[a-z_]+: \S", line), line
+
+
+INSTALLERS = Path(__file__).parents[1] / "data" / "installers"
+
+
+@pytest.mark.parametrize("recorded", ["pip-23.2-unreachable-index.txt", "uv-0.13-unreachable-index.txt"])
+def test_an_unreachable_index_ends_create_with_the_next_step(recorded: str) -> None:
+    # create pt2 --cuda 12.1 with the index unreachable ended after pip's retry noise with
+    # "removed the half-made …": no next step.
+    from envkit.create.backends import Step
+    from envkit.create.next_step import index_next_step
+
+    target = Target("linux-x86_64", NvVersion("550.54.15"), (parse_gpu("A100", K),), Version("3.11"))
+    plan = resolve(K, target, Request(cuda=parse_cuda_request("12.1")))
+    url = plan.index_url
+    assert url is not None
+
+    class Install:  # what index_next_step reads of an Installation
+        def __init__(self, argv: tuple[str, ...]) -> None:
+            self.plan = plan
+            self.steps = (Step("install torch", argv, 60.0),)
+
+    output = (INSTALLERS / recorded).read_text(encoding="utf-8")
+    step = index_next_step(output, Install(("pip", "install", "torch", "--index-url", url)))  # type: ignore[arg-type]
+    assert step is not None and step.startswith("the index did not answer: ")
+    assert "`envkit mirrors --probe --variant cu121`" in step
+    assert "--mirror URL" in step and "--wheelhouse DIR with the cu121 wheels" in step
+    # What the run already used is not suggested again: a mirror, a wheelhouse.
+    mirrored = index_next_step(
+        output,
+        Install(("pip", "install", "--index-url", "https://mirror.example/whl/cu121", "--find-links", "/w")),  # type: ignore[arg-type]
+    )
+    assert mirrored is not None and "--mirror" not in mirrored and "--wheelhouse" not in mirrored
+    # An installer failure of another kind gets no such step.
+    assert index_next_step("error: No space left on device", Install(("pip",))) is None  # type: ignore[arg-type]
