@@ -86,12 +86,15 @@ def _way_out_lines(error: NoBuildError, facts: Facts, k: Knowledge, target: Targ
     return lines
 
 
-def plan_fix(facts: Facts, knowledge: Optional[Knowledge] = None) -> str:
+def plan_fix(facts: Facts, knowledge: Optional[Knowledge] = None, *, gpus: tuple[GpuTarget, ...] = ()) -> str:
     """The command that installs the build the resolver picks for the machine the facts describe,
     into the inspected environment; when none fits, the ways out (a driver upgrade and the command
-    after it, the CPU build), one a line."""
+    after it, the CPU build), one a line. ``gpus``: the GPUs to plan for where the facts list none
+    (torch's own warning named them: a paste cut down to the error)."""
     knowledge = knowledge or load_knowledge()
     target = target_from_facts(facts, knowledge)
+    if gpus and not target.gpus:
+        target = dataclasses.replace(target, gpus=gpus)
     # What the facts did not say about the platform, so that a reader sees whose machine it is for.
     assumed = [f"({a})" for a in target.assumed if a.startswith("assumed")]
     try:
@@ -392,7 +395,7 @@ def check_gpu_arch(facts: Facts) -> CheckResult:
                 built,
                 "CUDA fails with 'no kernel image is available for execution on the device'",
             ),
-            fix=plan_fix(facts, k),
+            fix=plan_fix(facts, k, gpus=tuple(gpu for _, gpu in gpus)),
         )
     if torch.variant is None and any(v.runs is None for _, v in verdicts):
         # A CUDA build whose CUDA the evidence lost (a paste without "CUDA used to build PyTorch"):

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,62 @@ def test_what_ld_so_prints() -> None:
     ]
     trace = "   12:\tfile=libcublas.so.12 [0];  needed by /site/torch/lib/libtorch_cuda.so [0]\n"
     assert parse_needed_by(trace) == {"libcublas.so.12": "/site/torch/lib/libtorch_cuda.so"}
+
+
+def _versioned(out: Path, soname: str, symbols: tuple[str, ...], node: str) -> None:
+    """A library defining ``symbols`` in version node ``node`` (nvJitLink's scheme: every symbol
+    carries the release it came in, __nvJitLinkAddData_12_4@@libnvJitLink.so.12)."""
+    out.mkdir(parents=True, exist_ok=True)
+    src, script = out / "v.c", out / "v.map"
+    src.write_text("".join(f"int {s}(void) {{ return 0; }}\n" for s in symbols), encoding="utf-8")
+    script.write_text(f"{node} {{ global: {'; '.join(symbols)}; local: *; }};\n", encoding="utf-8")
+    argv = ["gcc", "-shared", "-fPIC", "-o", str(out / soname), str(src), f"-Wl,-soname,{soname}"]
+    subprocess.run([*argv, f"-Wl,--version-script={script}"], check=True, capture_output=True, timeout=60)
+    src.unlink()
+    script.unlink()
+
+
+def test_a_real_versioned_symbol_failure_reads_as_the_loader_says_it(tmp_path: Path) -> None:
+    """glibc's own words for an older nvJitLink on LD_LIBRARY_PATH under the wheel's cuSPARSE
+    (pytorch/pytorch#111469's form, at another version): dlopen prints them, the reader and
+    torch.cuda_libs name the version needed and the folder."""
+    from envkit.detect.errtext import read_error_text
+
+    site = tmp_path / "venv/lib/python3.11/site-packages"
+    wheel, old = site / "nvidia/nvjitlink/lib", tmp_path / "usr/local/cuda-12.1/lib64"
+    _versioned(
+        wheel,
+        "libnvJitLink.so.12",
+        ("__nvJitLinkAddData_12_1", "__nvJitLinkAddData_12_4"),
+        "libnvJitLink.so.12",
+    )
+    _versioned(old, "libnvJitLink.so.12", ("__nvJitLinkAddData_12_1",), "libnvJitLink.so.12")
+    cusparse = site / "nvidia/cusparse/lib"
+    cusparse.mkdir(parents=True)
+    (cusparse / "c.c").write_text(
+        "int __nvJitLinkAddData_12_4(void);\nint cusparse_marker(void) { return __nvJitLinkAddData_12_4(); }\n",
+        encoding="utf-8",
+    )
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(cusparse / "libcusparse.so.12"), str(cusparse / "c.c"),
+         "-Wl,-soname,libcusparse.so.12", "-Wl,-z,now", "-Wl,-rpath,$ORIGIN/../../nvjitlink/lib",
+         "-Wl,--enable-new-dtags", f"-L{wheel}", "-l:libnvJitLink.so.12"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    load = [sys.executable, "-c", f"import ctypes; ctypes.CDLL({str(cusparse / 'libcusparse.so.12')!r})"]
+    assert subprocess.run(load, capture_output=True, timeout=60).returncode == 0  # the wheel's own: loads
+    proc = subprocess.run(
+        load,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": os.defpath, "LD_LIBRARY_PATH": str(old)},
+    )
+    said = proc.stderr.strip().splitlines()[-1]
+    assert said.endswith("undefined symbol: __nvJitLinkAddData_12_4, version libnvJitLink.so.12"), said
+    facts = read_error_text(said).facts
+    (failure,) = facts.errors.load_failures
+    assert (failure.kind, failure.provider, str(failure.needs)) == ("undefined_symbol", "nvjitlink", "12.4")
+    result = CHECKS["torch.cuda_libs"](facts)
+    assert result.status is Status.FAIL and "nvJitLink ≥ 12.4" in result.summary
+    assert result.fix.startswith("unset LD_LIBRARY_PATH")
