@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 import time
@@ -97,10 +98,13 @@ def test_cli_exit_code_and_one_clear_message(tmp_path: Path) -> None:
     )
     assert proc.returncode == 4  # LockFailed: EXIT_STEP_FAILED
     # No conda, mamba or micromamba here: rattler solves (envkit.create.rattler_lock), and finds
-    # the channel unreachable within seconds.
-    assert proc.stderr.startswith(
-        "envkit: cannot lock: https://conda.anaconda.org/conda-forge does not answer"
-    )
+    # the channel unreachable within seconds; without py-rattler, the error says what is missing.
+    if importlib.util.find_spec("rattler") is not None:
+        assert proc.stderr.startswith(
+            "envkit: cannot lock: https://conda.anaconda.org/conda-forge does not answer"
+        )
+    else:
+        assert proc.stderr.startswith("envkit: conda-lock needs conda, mamba or micromamba to solve")
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "conda-lock.yml").exists()
 
