@@ -2,7 +2,9 @@
 
 Reads tests/data/resolve/targets.toml (or the file given), runs the real CLI
 ``python -m envkit resolve ... --json`` once per target and compares the plan's torch+variant with
-the target's ``expect`` ("2.15.0+cu130" or "no build"). Prints each miss, then the closing line
+the target's ``expect`` ("2.15.0+cu130" or "no build"), and for a target with ``with`` (extensions,
+passed as --with) the release of each extension the plan picks with ``extensions``
+({"flash-attn" = "2.8.3.post1"}; " (build)" for a source build). Prints each miss, then the closing line
 ``resolver right N/M``. Exit 0 always when the file is valid (the figure is the result); 2 when it is not.
 
     python scripts/eval_resolve.py [TARGETS.toml] [--only ID]
@@ -64,6 +66,9 @@ def load_targets(path: Path) -> list[dict[str, Any]]:
             raise TargetsError(f"{where} ({t['id']}): sources must be a list of citations")
         if not isinstance(t.get("gpus", []), list):
             raise TargetsError(f"{where} ({t['id']}): gpus must be a list")
+        ext = t.get("extensions", {})
+        if not isinstance(ext, dict) or not all(isinstance(v, str) for v in ext.values()):
+            raise TargetsError(f"{where} ({t['id']}): extensions must map names to expected versions")
     return targets
 
 
@@ -79,6 +84,10 @@ def command(t: dict[str, Any]) -> list[str]:
     for flag in ("cuda", "torch", "channel"):
         if t.get(flag):
             cmd += [f"--{flag}", t[flag]]
+    for spec in t.get("with", []):
+        cmd += ["--with", spec]
+    if t.get("allow_build"):
+        cmd.append("--allow-build")
     return cmd
 
 
@@ -91,7 +100,12 @@ def answer(t: dict[str, Any]) -> str:
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]
         return f"error (exit {proc.returncode}): {last}"
     plan = json.loads(proc.stdout)
-    return f"{plan['torch']}+{plan['variant']}"
+    got = f"{plan['torch']}+{plan['variant']}"
+    wanted = t.get("extensions", {})
+    picks = {p["name"]: p["version"] + (" (build)" if p["build"] else "") for p in plan.get("extensions", [])}
+    if wanted and picks != wanted:
+        return f"{got} with {', '.join(f'{n} {v}' for n, v in sorted(picks.items()))}"
+    return got
 
 
 def main(argv: list[str]) -> int:

@@ -119,9 +119,14 @@ def wheel_metadata(url: str) -> str:
     raise UpdateError(f"{url}: no .dist-info/METADATA in the wheel")
 
 
+_KEPT_HEADERS = ("metadata-version:", "name:", "version:", "requires-python:", "requires-dist:")
+
+
 def metadata_headers(text: str) -> str:
-    """The metadata's headers (the long description after the first blank line is left out)."""
-    return text.split("\n\n", 1)[0] + "\n"
+    """The metadata's headers that say what the wheel needs (Name, Version, Requires-Python,
+    Requires-Dist); the rest, and the long description after the first blank line, are left out."""
+    head = text.split("\n\n", 1)[0]
+    return "".join(f"{line}\n" for line in head.splitlines() if line.lower().startswith(_KEPT_HEADERS))
 
 
 # --- What a release is on PyPI -------------------------------------------------------------------

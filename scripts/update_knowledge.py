@@ -4,6 +4,7 @@
     python scripts/update_knowledge.py                        # read the live pages, print the findings
     python scripts/update_knowledge.py --write                # ... and rewrite the release rows
     python scripts/update_knowledge.py --from-dir tests/data/pytorch-index   # saved copies, no network
+    python scripts/update_knowledge.py --extensions [--write]   # the extension tables (update_extensions.py)
 
 What is read: the PEP 503 page of the ``torch`` project on download.pytorch.org (every wheel file name:
 version, local label = wheel variant, CPython tag, platform tag) and the "Release Compatibility Matrix"
@@ -765,6 +766,14 @@ def write_validated(path: Path, text: str) -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if "--extensions" in args_in:
+        # The extension tables (flash-attn, xformers, vllm, …) have their own refresher.
+        args_in.remove("--extensions")
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import update_extensions
+
+        return int(update_extensions.main(args_in))
     parser = argparse.ArgumentParser(
         description="Compare releases.toml with the PyTorch wheel index and RELEASE.md; --write updates it."
     )

@@ -452,5 +452,6 @@ def conflict(summary: str, machine: Sequence[tuple[Release, str]], target: Targe
     ranged = [r.name for r in blamed if r.name not in unsupported]
     if ranged:
         ways.append("a wider range for " + " or ".join(ranged))
-    ways.append("or leave " + " or ".join(r.name for r in blamed) + " out")
+    leave = "leave " + " or ".join(r.name for r in blamed) + " out"
+    ways.append(f"or {leave}" if ways else leave)
     return f"{summary}\n{'. '.join(parts)}. Try {', '.join(ways)}."
