@@ -220,6 +220,7 @@ def add(
         except (TypeError, AttributeError, KeyError, ValueError) as exc:
             raise shape_error(m.path, exc) from None
         edits.append(Edit(m.path, m.kind.KIND, m.text, after))
+        notes += [n for n in wants[route].credentials(m.kind.KIND) if n not in notes]
     warnings = tuple(
         dict.fromkeys(w for want in wants.values() for s in want.sources for w in s.plan.warnings)
     )

@@ -202,6 +202,8 @@ def _edit_pip(doc: Any, want: Want, path: Path, made: list[Any]) -> bool:
     if base is None or "python" not in base:
         python = want.sources[0].plan.python
         changed |= _set(_section(doc, "dependencies", None, made), "python", f"{python}.*" if python else "*")
+    if want.pypi_index:  # pixi docs, "pypi-options": the index in place of PyPI
+        changed |= _set(_section(doc, "pypi-options", None, made), "index-url", want.pypi_index)
     picks = want.extensions()
     for subdir, source in _groups(want):
         table = _section(doc, "pypi-dependencies", subdir, made)

@@ -102,7 +102,8 @@ def _wanted(want: Want, name: str, source: Source, *, version: bool, several: bo
         fields["version"] = want.pin(name, source, local=False).split("==", 1)[1]
     if several and source.marker:
         fields["markers"] = source.marker
-    fields["source"] = source.index_name or "pypi"
+    # PyPI's build: "pypi", or the PyPI mirror (a primary source turns Poetry's implicit PyPI off)
+    fields["source"] = source.index_name or ("pypi-mirror" if want.pypi_index else "pypi")
     return fields
 
 
@@ -117,7 +118,7 @@ def _set_sources(doc: Any, want: Want) -> bool:
         for c in _constraints(v)
     }
     if "source" not in poetry:
-        if not wanted:
+        if not wanted and not want.pypi_index:
             return False
         poetry["source"] = _tomlkit().aot()
     sources = poetry["source"]
@@ -133,9 +134,11 @@ def _set_sources(doc: Any, want: Want) -> bool:
         ):
             del sources[i]
             changed = True
-    for source in wanted:
-        fields = {"name": source.index_name, "url": source.index_url, "priority": "explicit"}
-        entry = next((e for e in sources if e.get("name") == source.index_name), None)
+    rows = [{"name": s.index_name, "url": s.index_url, "priority": "explicit"} for s in wanted]
+    if want.pypi_index:  # Poetry docs, "Primary Package Sources": searched in place of PyPI
+        rows.append({"name": "pypi-mirror", "url": want.pypi_index, "priority": "primary"})
+    for fields in rows:
+        entry = next((e for e in sources if e.get("name") == fields["name"]), None)
         if entry is None:
             table = _tomlkit().table()
             table.update(fields)

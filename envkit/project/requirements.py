@@ -91,7 +91,7 @@ def _entries(lines: Sequence[str]) -> list[_Entry]:
 
 
 def _is_torch_index(url: str, want: Want) -> bool:
-    wanted = {s.index_url for s in want.indexed()}
+    wanted = {s.pip_url for s in want.indexed()}
     return variant_of_url(url) is not None or url in wanted
 
 
@@ -116,10 +116,10 @@ def _options(entries: list[_Entry], want: Want, has_others: bool) -> list[str]:
         ),
         None,
     )
-    indexes = [s.index_url for s in want.indexed() if s.index_url and not s.flat]
-    links = [s.index_url for s in want.indexed() if s.index_url and s.flat]
+    indexes = [s.pip_url for s in want.indexed() if s.pip_url and not s.flat]
+    links = [s.pip_url for s in want.indexed() if s.pip_url and s.flat]
     lines: list[str] = []
-    pypi = want.pypi_index or PYPI_URL
+    pypi = want.pypi_pip_url or PYPI_URL
     if primary is None and indexes:
         lines.append(f"--index-url {indexes[0]}")
         lines += [f"--extra-index-url {u}" for u in indexes[1:]]
@@ -132,7 +132,7 @@ def _options(entries: list[_Entry], want: Want, has_others: bool) -> list[str]:
         if needs_pypi and not has_pypi:
             lines.append(f"--extra-index-url {pypi}")
     elif primary is None and want.pypi_index:
-        lines.append(f"--index-url {want.pypi_index}")
+        lines.append(f"--index-url {want.pypi_pip_url}")
     else:
         lines += [f"--extra-index-url {u}" for u in indexes]
     lines += [f"--find-links {u}" for u in links]

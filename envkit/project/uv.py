@@ -107,7 +107,7 @@ def _set_indexes(doc: Any, want: Want, referenced: set[str]) -> bool:
     wanted += _extension_indexes(want)
     names = {name for name, _, _ in wanted}
     if "index" not in uv:
-        if not wanted:
+        if not wanted and not want.pypi_index:
             return False
         uv["index"] = _tomlkit().aot()
     indexes = uv["index"]
@@ -133,6 +133,16 @@ def _set_indexes(doc: Any, want: Want, referenced: set[str]) -> bool:
             if unwrap(entry.get(key)) != value:
                 entry[key] = value
                 changed = True
+    if want.pypi_index:  # a PyPI mirror: the project's default index (uv's in place of PyPI)
+        default = next((e for e in indexes if e.get("default")), None)
+        if default is None:
+            table = _tomlkit().table()
+            table.update({"name": "pypi-mirror", "url": want.pypi_index, "default": True})
+            indexes.append(spaced(table))
+            changed = True
+        elif unwrap(default.get("url")) != want.pypi_index:
+            default["url"] = want.pypi_index
+            changed = True
     if not len(indexes):
         del uv["index"]
     return changed

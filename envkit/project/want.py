@@ -11,16 +11,20 @@ for a project that wants both builds, one optional extra per variant declared as
 
 from __future__ import annotations
 
+import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Optional
 
 from packaging.utils import canonicalize_name
 
 from envkit.errors import InputError
-from envkit.knowledge.mirrors import Layout
+from envkit.knowledge.mirrors import Layout, split_credentials
 from envkit.mirrors.choose import pip_args
+from envkit.redact import MASK
 from envkit.resolve import Plan
 from envkit.specs.conda import SUBDIRS
+from envkit.specs.pip import file_url
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -91,6 +95,13 @@ class Source:
     index_url: Optional[str]  # None: the project's default index (PyPI's wheels are the build)
     flat: bool  # a flat listing (pip's --find-links, uv's format = "flat")
     marker: str  # selects these platforms among the project's ("" when they are all of them)
+    login: bool = False  # the index (a --mirror given with user:token@) wants credentials
+
+    @property
+    def pip_url(self) -> Optional[str]:
+        """index_url as a requirements file holds it: ``${ENVKIT_TORCH_INDEX_USERNAME}`` placeholders
+        where it wants credentials (envkit.specs.pip.file_url), never the credentials."""
+        return pip_url(self.index_url, "TORCH_INDEX") if self.login else self.index_url
 
     @property
     def variant(self) -> str:
@@ -118,6 +129,7 @@ class Want:
     platforms: tuple[str, ...]
     command: str  # the `envkit add …` that writes this
     pypi_index: Optional[str] = None  # a PyPI mirror the project should use instead of PyPI
+    pypi_login: bool = False  # that mirror wants credentials
     # uv's optional-extras shape: (extra name, its source) per build the project wants side by side
     extras: tuple[tuple[str, Source], ...] = ()
 
@@ -159,20 +171,55 @@ class Want:
                 seen[s.index_name] = s
         return tuple(seen.values())
 
+    @property
+    def pypi_pip_url(self) -> Optional[str]:
+        """pypi_index as a requirements file holds it (placeholders for its credentials)."""
+        return pip_url(self.pypi_index, "PYPI_INDEX") if self.pypi_login else self.pypi_index
+
+    def credentials(self, kind: str) -> list[str]:
+        """What a manifest of ``kind`` needs said about the indexes that want credentials: where its
+        installer reads them (they are never written into the file)."""
+        hosts = [(s.index_name or "", s.index_url or "") for s in self.indexed() if s.login]
+        if self.pypi_login and self.pypi_index:
+            hosts.append(("pypi-mirror", self.pypi_index))
+        out = []
+        for name, url in hosts:
+            env = re.sub(r"[^A-Z0-9]", "_", name.upper())
+            if kind == "uv":  # uv docs, "Index authentication": UV_INDEX_<NAME>_USERNAME
+                where = f"set UV_INDEX_{env}_USERNAME and UV_INDEX_{env}_PASSWORD"
+            elif kind == "poetry":  # Poetry docs, "Configuring credentials"
+                where = f"set POETRY_HTTP_BASIC_{env}_USERNAME and POETRY_HTTP_BASIC_{env}_PASSWORD"
+            elif kind == "pixi":  # pixi docs, "Authentication": keyring or netrc for PyPI indexes
+                where = f"give pixi its login in ~/.netrc (machine {urllib.parse.urlsplit(url).hostname})"
+            else:  # pip expands ${VAR} in requirements files (pip docs, "Using environment variables")
+                role = "PYPI_INDEX" if name == "pypi-mirror" else "TORCH_INDEX"
+                where = f"set ENVKIT_{role}_USERNAME and ENVKIT_{role}_PASSWORD"
+            out.append(f"{url} wants a login, which is not written into the file: {where}")
+        return out
+
     def describe(self) -> str:
         builds = "; ".join(f"{s.variant} on {', '.join(s.platforms)}" for s in self.sources)
         return f"torch {self.torch} ({builds})"
 
 
-def _source_of(plan: Plan, mirror: Optional[Mirror]) -> tuple[Optional[str], Optional[str], bool]:
-    """(index name, URL, flat) of a plan's torch wheels, from the mirror when one is given."""
+def pip_url(url: Optional[str], role: str) -> Optional[str]:
+    """A bare URL with ``${ENVKIT_<ROLE>_USERNAME}:${ENVKIT_<ROLE>_PASSWORD}@`` in it."""
+    if url is None:
+        return None
+    return file_url(url.replace("://", f"://{MASK}@", 1), role, [])
+
+
+def _source_of(plan: Plan, mirror: Optional[Mirror]) -> tuple[Optional[str], Optional[str], bool, bool]:
+    """(index name, URL, flat, login) of a plan's torch wheels, from the mirror when one is given.
+    The URL never holds credentials (a mirror's ``***@`` is taken out: login says it had them)."""
     if plan.index_url is None:
-        return None, None, False
+        return None, None, False, False
     if mirror is None:
-        return f"pytorch-{plan.variant}", plan.index_url, False
-    option, url = pip_args(mirror, plan.variant)
+        return f"pytorch-{plan.variant}", plan.index_url, False, False
+    option, shown = pip_args(mirror, plan.variant)
+    url, _ = split_credentials(shown)
     name = f"{mirror.name if mirror.name != 'url' else 'torch'}-{plan.variant}"
-    return name, url, option == "--find-links" or mirror.layout is Layout.FLAT
+    return name, url, option == "--find-links" or mirror.layout is Layout.FLAT, url != shown
 
 
 def make_want(
@@ -201,24 +248,26 @@ def make_want(
     platforms = tuple(p.platform for p in plans)
     groups: dict[tuple[Optional[str], str], list[Plan]] = {}
     for plan in plans:
-        name, url, _flat = _source_of(plan, torch_mirror)
+        url = _source_of(plan, torch_mirror)[1]
         groups.setdefault((url, plan.variant), []).append(plan)
     sources = []
     for (url, _variant), members in groups.items():
-        name, url, flat = _source_of(members[0], torch_mirror)
+        name, url, flat, login = _source_of(members[0], torch_mirror)
         group = tuple(m.platform for m in members)
         marker = "" if len(groups) == 1 and not url else platform_marker(group, platforms)
-        sources.append(Source(group, members[0], name, url, flat, marker))
+        sources.append(Source(group, members[0], name, url, flat, marker, login))
     made_extras = []
     for extra, plan in extras:
-        name, url, flat = _source_of(plan, torch_mirror)
-        made_extras.append((extra, Source((plan.platform,), plan, name, url, flat, "")))
+        name, url, flat, login = _source_of(plan, torch_mirror)
+        made_extras.append((extra, Source((plan.platform,), plan, name, url, flat, "", login)))
+    pypi = split_credentials(pypi_mirror.url)[0] if pypi_mirror is not None else None
     return Want(
         packages=ordered,
         versions=versions,
         sources=tuple(sources),
         platforms=platforms,
         command=command,
-        pypi_index=pypi_mirror.url if pypi_mirror is not None else None,
+        pypi_index=pypi,
+        pypi_login=pypi_mirror is not None and pypi != pypi_mirror.url,
         extras=tuple(made_extras),
     )

@@ -121,3 +121,13 @@ def test_no_manifest_and_other_packages_are_exit_2(tmp_path: Path) -> None:
     assert_input_error(
         envkit("add", "torch", "--with", "flash-atn", "--project", str(tmp_path), *H100), "flash-atn"
     )
+
+
+def test_a_mirror_login_is_a_note_never_output(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(UV_INIT, encoding="utf-8")
+    mirrors = ("--mirror", "torch-wheels=http://me:t0ken@127.0.0.1:9/whl")
+    result = envkit("add", "--project", str(tmp_path), *H100, *mirrors)
+    assert result.exit_code == 0, result.stderr
+    assert "set UV_INDEX_TORCH_CU126_USERNAME and UV_INDEX_TORCH_CU126_PASSWORD" in result.stderr
+    written = (tmp_path / "pyproject.toml").read_text(encoding="utf-8")
+    assert all("t0ken" not in text and "***" not in text for text in (result.stdout, result.stderr, written))

@@ -362,3 +362,63 @@ def test_the_torch_lines_own_marker_and_extras_are_kept(tmp_path: Path) -> None:
     out = edited(requirements, tmp_path / "requirements.txt", f"numpy\n{line}\n", want)
     assert "torch[opt-einsum]==2.14.1+cu126 ; sys_platform == 'linux'  # the model\n" in out
     assert "torch[opt-einsum]==2.14.1 ; sys_platform == 'darwin'\n" in out
+
+
+LOGIN_MIRRORS = ("torch-wheels=http://me:t0ken@127.0.0.1:9/whl", "pypi=http://me:t0ken@127.0.0.1:9/simple")
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "text", "written", "note"),
+    [
+        (
+            requirements,
+            "requirements.txt",
+            "numpy\ntorch\n",
+            (
+                "--index-url http://${ENVKIT_TORCH_INDEX_USERNAME}:${ENVKIT_TORCH_INDEX_PASSWORD}@127.0.0.1:9/whl/cu126\n",
+                "--extra-index-url http://${ENVKIT_PYPI_INDEX_USERNAME}:${ENVKIT_PYPI_INDEX_PASSWORD}@127.0.0.1:9/simple\n",
+            ),
+            "ENVKIT_TORCH_INDEX_USERNAME",
+        ),
+        (
+            uv,
+            "pyproject.toml",
+            UV_INIT,
+            (
+                'url = "http://127.0.0.1:9/whl/cu126"\nexplicit = true\n',
+                'name = "pypi-mirror"\nurl = "http://127.0.0.1:9/simple"\ndefault = true\n',
+            ),
+            "UV_INDEX_TORCH_CU126_USERNAME",
+        ),
+        (
+            poetry,
+            "pyproject.toml",
+            POETRY_1,
+            ('url = "http://127.0.0.1:9/whl/cu126"\npriority = "explicit"\n', 'priority = "primary"\n'),
+            "POETRY_HTTP_BASIC_TORCH_CU126_USERNAME",
+        ),
+        (
+            pixi,
+            "pixi.toml",
+            PIXI + '\n[pypi-dependencies]\ntorch = "*"\n',
+            (
+                'index = "http://127.0.0.1:9/whl/cu126"}',
+                '[pypi-options]\nindex-url = "http://127.0.0.1:9/simple"\n',
+            ),
+            "machine 127.0.0.1",
+        ),
+    ],
+)
+def test_a_mirror_with_a_login_writes_neither_the_login_nor_a_masked_url(
+    tmp_path: Path, kind: object, name: str, text: str, written: tuple[str, ...], note: str
+) -> None:
+    """--mirror with user:token@: the file got 'http://***@127.0.0.1/whl/cu126' (a user named ***,
+    in every kind), and a PyPI mirror was left out of uv, Poetry and pixi manifests. Now a requirements
+    file holds pip's ${VAR} placeholders, a TOML manifest the bare URL, and a note says where each
+    installer reads the login."""
+    want = want_for(mirrors=LOGIN_MIRRORS)
+    out = edited(kind, tmp_path / name, text, want)
+    assert "***" not in out and "t0ken" not in out
+    for line in written:
+        assert line in out, (line, out)
+    assert any(note in n for n in want.credentials(kind.KIND))  # type: ignore[attr-defined]
