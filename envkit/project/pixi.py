@@ -42,8 +42,35 @@ def claims(path: Path, text: str) -> bool:
     return path.name == "pixi.toml"
 
 
+def _features_with_torch(data: Any) -> list[str]:
+    """The features (``[feature.<name>.…]``) that name a torch build of their own: pixi's guide keeps
+    a CPU and a CUDA torch in features, one per environment."""
+    names = (*_TORCH_CONDA, "torch")
+    out = []
+    for name, feature in (data.get("feature") or {}).items():
+        tables = [feature, *((feature.get("target") or {}).values())]
+        kinds = ("dependencies", "pypi-dependencies")
+        if any(n in (t.get(kind) or {}) for t in tables for kind in kinds for n in names):
+            out.append(str(name))
+    return out
+
+
+def _no_features(path: Path, data: Any) -> None:
+    """InputError where torch is in features: envkit reads and edits [dependencies] and [target.*],
+    which every environment shares; a torch put there would sit beside each feature's own build."""
+    features = _features_with_torch(data)
+    if features:
+        raise InputError(
+            f"{path}: torch is in pixi features ({', '.join(features)}), one build per environment; "
+            "envkit add and check read [dependencies] and [target.*] only",
+            hint="envkit resolve --channel conda --platform P prints each build; pin it in its feature, "
+            "or move torch into [dependencies]",
+        )
+
+
 def read(path: Path, text: str) -> Found:
     data = parse_toml(text, str(path))
+    features = _features_with_torch(data)
     conda = {
         k: v
         for t in [data.get("dependencies") or {}]
@@ -78,11 +105,13 @@ def read(path: Path, text: str) -> Found:
         names = tuple(n for n in TORCH_PACKAGES if n in pypi)
         return Found(path, KIND, line, public_range(line), names, "pip", python, platforms)
     names = tuple(n for n in TORCH_PACKAGES if n in conda or n in pypi)
-    return Found(path, KIND, None, None, names, "conda", python, platforms)
+    torch = f"torch (in features {', '.join(features)})" if features else None  # view and apply refuse
+    return Found(path, KIND, torch, None, names, "conda", python, platforms)
 
 
 def view(path: Path, text: str, platform: str, python: Optional[str]) -> SpecFile:
     """What the manifest installs on ``platform``: envkit.specs.pixi's reader (spec --check's too)."""
+    _no_features(path, parse_toml(text, str(path)))
     return read_pixi(str(path), text, platform)
 
 
@@ -246,6 +275,7 @@ def apply(path: Path, text: str, want: Want) -> str:
     doc = parse_document(path, text)
     if _head(doc) is None:
         raise InputError(f"{path}: no [workspace] (or [project]) table", hint="pixi init makes one")
+    _no_features(path, doc)
     channel = want.sources[0].plan.channel.value
     made: list[Any] = []
     changed = _ensure_platforms(doc, want)

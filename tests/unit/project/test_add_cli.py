@@ -131,3 +131,40 @@ def test_a_mirror_login_is_a_note_never_output(tmp_path: Path) -> None:
     assert "set UV_INDEX_TORCH_CU126_USERNAME and UV_INDEX_TORCH_CU126_PASSWORD" in result.stderr
     written = (tmp_path / "pyproject.toml").read_text(encoding="utf-8")
     assert all("t0ken" not in text and "***" not in text for text in (result.stdout, result.stderr, written))
+
+
+PIXI_FEATURES = """\
+[workspace]
+name = "train"
+channels = ["conda-forge"]
+platforms = ["linux-64"]
+
+[dependencies]
+python = "3.11.*"
+
+[feature.cuda.system-requirements]
+cuda = "12"
+
+[feature.cuda.dependencies]
+pytorch-gpu = "*"
+
+[feature.cpu.dependencies]
+pytorch-cpu = "*"
+
+[environments]
+cuda = ["cuda"]
+cpu = ["cpu"]
+"""
+
+
+def test_torch_in_pixi_features_is_exit_2_for_add_and_check_and_untouched(tmp_path: Path) -> None:
+    """pixi's PyTorch guide keeps a CPU and a CUDA torch in features, one per environment. envkit read
+    only [dependencies] and [target.*]: check said the project names no torch (fix: envkit add), and
+    add wrote pytorch=2.13.0=cuda129* into [dependencies], which every environment shares: the cpu
+    environment then asked for pytorch-cpu beside a CUDA pytorch, which no solver satisfies."""
+    (tmp_path / "pixi.toml").write_text(PIXI_FEATURES, encoding="utf-8")
+    before = _snapshot(tmp_path)
+    for command in ("add", "check"):
+        result = envkit(command, "--project", str(tmp_path), *H100)
+        assert_input_error(result, "pixi.toml", "features (cuda, cpu)")
+    assert _snapshot(tmp_path) == before
