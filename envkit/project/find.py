@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Optional
 
 from envkit._files import read_text
 from envkit.errors import InputError
-from envkit.project import FILES, kind_of
+from envkit.project import FILES, kind_of, requirements
 from envkit.project.manifest import Found, Manifest, shape_error
 from envkit.project.requirements import compiled
 
@@ -52,16 +52,44 @@ def _read(path: Path) -> Manifested:
         raise shape_error(path, exc) from None
 
 
+def _included(found: list[Manifested], notes: list[str]) -> None:
+    """The files the requirements manifests take in with ``-r``/``-c`` (requirements/base.in), each
+    added to ``found`` where it names torch: that pin is the one to edit (a pin added beside it in
+    the including file would contradict it), in the file pip reads it from."""
+    seen = {m.path.resolve() for m in found}
+    queue = [m for m in found if m.kind is requirements]
+    while queue and len(seen) < 64:
+        including = queue.pop(0)
+        for path in requirements.includes(including.path, including.text):
+            if path.resolve() in seen or not path.is_file():
+                continue
+            seen.add(path.resolve())
+            text = read_text(str(path))
+            if compiled(text):  # pip-compile's output (a -c of the .in): compiled again, not edited
+                continue
+            try:
+                m = Manifested(path, requirements, text, requirements.read(path, text))
+            except (TypeError, AttributeError, KeyError, ValueError) as exc:
+                raise shape_error(path, exc) from None
+            queue.append(m)
+            if m.found.torch is not None:
+                found.append(m)
+                notes.append(f"{path}: named by {including.path.name} (-r/-c), and it pins torch")
+
+
 def find_manifests(project: str) -> tuple[list[Manifested], list[str]]:
-    """The manifests of ``project`` (a folder, or one manifest file), and notes on the files left
-    out. InputError when there is none, or one does not parse."""
+    """The manifests of ``project`` (a folder, or one manifest file), with the requirements files
+    they include that name torch, and notes on the files left out or taken in. InputError when
+    there is none, or one does not parse."""
     where = Path(project)
-    if where.is_file():
-        return [_read(where)], []
-    if not where.is_dir():
-        raise InputError(f"--project {project}: no such folder or file")
     found: list[Manifested] = []
     notes: list[str] = []
+    if where.is_file():
+        found.append(_read(where))
+        _included(found, notes)
+        return found, notes
+    if not where.is_dir():
+        raise InputError(f"--project {project}: no such folder or file")
     for name in FILES:
         path = where / name
         if not path.is_file():
@@ -78,6 +106,7 @@ def find_manifests(project: str) -> tuple[list[Manifested], list[str]]:
             f"{txt.path} is compiled from requirements.in: compile it again after the edit "
             "(pip-compile, or uv pip compile requirements.in -o requirements.txt)"
         )
+    _included(found, notes)
     if not found:
         raise InputError(
             f"--project {project}: no manifest envkit edits ({', '.join(FILES)})",

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from envkit.project.want import Want
     from envkit.specs.read import SpecFile
 
-__all__ = ["KIND", "apply", "claims", "edit_lines", "lines_for", "read", "view"]
+__all__ = ["KIND", "apply", "claims", "compiled", "edit_lines", "includes", "lines_for", "read", "view"]
 
 KIND: Final = "requirements"
 NAMES: Final = ("requirements.in", "requirements.txt")
@@ -231,6 +231,19 @@ def edit_lines(lines: Sequence[str], want: Want, *, label: str) -> list[str]:
 
 def _plain(line: str) -> str:
     return _TRAILING_OPTION.split(_COMMENT.sub("", line).strip(), maxsplit=1)[0]
+
+
+_INCLUDE: Final = re.compile(r"^(?:-r|--requirement|-c|--constraint)(?:=|\s+|(?<=-[rc])(?=\S))(\S+)")
+
+
+def includes(path: Path, text: str) -> list[Path]:
+    """The local files ``path`` names with ``-r``/``-c`` (pip reads them relative to it), in order."""
+    out = []
+    for entry in _entries(_split(text)[0]):
+        match = _INCLUDE.match(entry.content)
+        if match is not None and "://" not in match.group(1):
+            out.append(path.parent / match.group(1))
+    return out
 
 
 def claims(path: Path, text: str) -> bool:

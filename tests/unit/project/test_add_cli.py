@@ -168,3 +168,19 @@ def test_torch_in_pixi_features_is_exit_2_for_add_and_check_and_untouched(tmp_pa
         result = envkit(command, "--project", str(tmp_path), *H100)
         assert_input_error(result, "pixi.toml", "features (cuda, cpu)")
     assert _snapshot(tmp_path) == before
+
+
+def test_a_torch_pin_in_an_included_file_is_the_one_edited(tmp_path: Path) -> None:
+    """requirements.txt takes base.txt in with -r, and base.txt pins torch==2.1.0: check said the
+    project names no torch, and add appended torch==2.14.1+cu126 to requirements.txt, beside the
+    included pin (pip: 'Cannot install torch==2.1.0 and torch==2.14.1+cu126'). Now base.txt is the
+    manifest: its pin is judged and edited, in place."""
+    (tmp_path / "base.txt").write_text("torch==2.1.0  # ours\nnumpy\n", encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("-r base.txt\neinops\n", encoding="utf-8")
+    checked = envkit("check", "--project", str(tmp_path), *H100, "--json")
+    assert checked.exit_code == 0 and "project.torch" not in checked.stdout
+    assert "base.txt: driver 550.54.15 runs CUDA 12.1" in checked.stdout
+    result = envkit("add", "--project", str(tmp_path / "requirements.txt"), *H100)
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "requirements.txt").read_text(encoding="utf-8") == "-r base.txt\neinops\n"
+    assert "torch==2.1.0+cu121  # ours\n" in (tmp_path / "base.txt").read_text(encoding="utf-8")
