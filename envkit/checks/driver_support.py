@@ -22,6 +22,7 @@ from envkit.errors import NoBuildError
 from envkit.knowledge import Knowledge, Release, load_knowledge
 from envkit.report import CheckResult, Status
 from envkit.resolve import rules
+from envkit.resolve.jetson import is_jetson_target, jetson_driver_note
 from envkit.resolve.target import GpuTarget, Target, is_jetson, target_from_facts
 
 if TYPE_CHECKING:
@@ -43,11 +44,15 @@ def _driver_support(facts: Facts) -> CheckResult:
     driver = facts.driver.version
     if driver is None:
         return CheckResult(cid, Status.SKIP, "no NVIDIA driver")
-    if is_jetson(driver):
-        return CheckResult(cid, Status.SKIP, f"driver {driver} is a Jetson (L4T) release; not checked")
     k = load_knowledge()
-    windows = _windows(facts, k)
     target = target_from_facts(facts, k)
+    if is_jetson(driver) or is_jetson_target(k, target):
+        # A Jetson's driver comes with its L4T release: what it runs is the JetPack's torch.
+        jetpack = jetson_driver_note(k, target)
+        if jetpack is None:
+            return CheckResult(cid, Status.SKIP, f"driver {driver} is a Jetson (L4T) release; not checked")
+        return CheckResult(cid, Status.PASS, f"driver {driver} is a Jetson's: {jetpack}")
+    windows = _windows(facts, k)
     gpus = _gpus(facts, k)
     fails: list[str] = []
     unknown: list[str] = []

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Final, Optional, Union
 from envkit.errors import NoBuildError, RejectedBuild, WayOut
 from envkit.knowledge import CONDA_SUBDIRS, Knowledge, Release, variant_cuda
 from envkit.resolve import extensions as ext_rule
+from envkit.resolve import jetson as jetson_route
 from envkit.resolve import rules, vendors
 from envkit.resolve.plan import (
     PLAN_SCHEMA,
@@ -145,6 +146,9 @@ class _Evaluator:
         self.branch_floor: Optional[int] = None  # the branch the GPUs need at least (R520), if newer
         self.gpu_driver_failures = self._gpu_driver_failures()
         self.jetson = jetson_gpus(k, target)
+        # A Jetson whose GPU is not named (an L4T release or a JetPack driver says what it is).
+        jetpack = jetson_route.jetpack_of(k, target) if target.platform == "linux-aarch64" else None
+        self.jetpack_cuda = jetpack.cuda if jetpack is not None else None
 
     def candidates(self) -> list[_Candidate]:
         found = []
@@ -305,12 +309,15 @@ class _Evaluator:
         runs them only from CUDA 13 on, whose Arm toolkit is one for SBSA and Jetson Thor (sm_110);
         Orin, Xavier and older Jetsons take NVIDIA's JetPack wheels
         (docs.nvidia.com/deeplearning/frameworks/install-pytorch-jetson-platform/)."""
-        if not self.jetson:
+        if not self.jetson and self.jetpack_cuda is None:
             return []
-        thor = all(g.cc >= ComputeCapability(11, 0) for g in self.jetson)
+        if self.jetson:
+            thor = all(g.cc >= ComputeCapability(11, 0) for g in self.jetson)
+        else:  # JetPack 7 (CUDA 13) is Thor's
+            thor = self.jetpack_cuda is not None and self.jetpack_cuda.major >= 13
         if thor and cuda.major >= 13:
             return []
-        names = ", ".join(g.label for g in self.jetson)
+        names = ", ".join(g.label for g in self.jetson) or "this machine (by its L4T release)"
         reason = (
             f"{names} is a Jetson: download.pytorch.org's aarch64 CUDA wheels are SBSA builds; "
             "its torch comes from NVIDIA's JetPack wheels"
@@ -441,6 +448,9 @@ def _remembered(k: Knowledge, target: Target, request: Request) -> Plan:
 
 
 def _resolve(k: Knowledge, target: Target, request: Request) -> Plan:
+    jetpack = jetson_route.jetpack_plan(k, target, request)
+    if jetpack is not None:  # a Jetson before Thor: NVIDIA's JetPack wheels, not SBSA ones
+        return jetpack
     evaluator = _Evaluator(k, target, request)
     candidates = evaluator.candidates()
     admitted = [c for c in candidates if not any(rule in ("torch", "cuda") for rule, _ in c.failures)]
@@ -463,7 +473,7 @@ def _resolve(k: Knowledge, target: Target, request: Request) -> Plan:
         machine = [(c.release, c.variant) for c in admitted if {r for r, _ in c.failures} == {"extension"}]
         summary = ext_rule.conflict(summary, machine, target, request)
     ways = _ways_out(k, candidates, target, request, evaluator.branch_needed, evaluator.branch_floor)
-    ways = _nightly_way(k, target, request, candidates) + ways
+    ways = _nightly_way(k, target, request, candidates) + jetson_route.with_jetson_way(ways, k, target)
     raise NoBuildError(summary, rejected=reasons, ways_out=ways)
 
 

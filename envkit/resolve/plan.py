@@ -259,6 +259,9 @@ class Plan:
     extensions: tuple[ExtensionPick, ...] = ()
     # "nightly" / "test": a build of that channel (--nightly / --test), not a release.
     prerelease: Optional[str] = None
+    # The JetPack whose NVIDIA wheels the plan takes (a Jetson: envkit.resolve.jetson); their
+    # versions carry no local tag.
+    jetpack: Optional[str] = None
 
     @property
     def candidate(self) -> str:
@@ -267,6 +270,8 @@ class Plan:
     def requirements(self, packages: tuple[str, ...] = ("torch", "torchvision", "torchaudio")) -> list[str]:
         """Pinned pip requirements; torch pinned with its variant so no resolver can swap builds."""
         local = f"+{self.variant}" if self.index_url and not self.platform.startswith("macos") else ""
+        if self.jetpack:
+            local = ""
         pins = {
             "torch": f"torch=={self.torch}{local}",
             "torchvision": f"torchvision=={self.torchvision}",
@@ -343,6 +348,7 @@ class Plan:
             "rejected": [{"candidate": r.candidate, "reason": r.reason} for r in self.rejected],
             "notes": list(self.notes),
             "prerelease": self.prerelease,
+            "jetpack": self.jetpack,
             "gpu_vendor": _gpu_vendor(self.variant),
             "rocm": str(rocm_version(self.variant)) if rocm_version(self.variant) else None,
             "target": {

@@ -3,18 +3,24 @@ and tool outputs, sources in tests/data/README.md), and tools that hang or print
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from pathlib import Path
 
 import pytest
 
+from envkit.detect import detect_for_plan
 from envkit.detect.amd import detect_amd, gfx_name, normalize_gfx, parse_kfd_properties
 from envkit.detect.amd_tools import parse_amd_smi_static, parse_amd_smi_version, parse_rocm_smi_json
 from envkit.detect.intel import detect_intel, parse_sycl_ls, parse_xpu_smi
 from envkit.detect.jetson import parse_nv_tegra_release, read_l4t
 from envkit.detect.vendors import VENDORS
+from envkit.knowledge import load_knowledge
+from envkit.resolve import Request, resolve
+from envkit.resolve.target import target_from_facts
 from envkit.system import System
+from envkit.versions import NvVersion, Version
 from tests.conftest import DATA, MachineBuilder
 
 AMD = DATA / "amd"
@@ -223,3 +229,20 @@ def test_every_vendor_names_a_facts_field() -> None:
 
     assert [v.name for v in VENDORS] == ["amd", "intel"]
     assert all(getattr(Facts(), v.name).vendor == v.name for v in VENDORS)
+
+
+def test_the_recorded_jetson_is_detected_as_jetpack_6(machine: MachineBuilder) -> None:
+    # A JetPack 6.2.1 AGX Orin: nvidia-smi's banner (driver 540.4.0; its --query-gpu answers nothing
+    # readable there) and /etc/nv_tegra_release (L4T r36.4.3): the JetPack route's plan.
+    machine.program(
+        "nvidia-smi", (DATA / "nvidia-smi" / "jetson-agx-orin-jp6.2.1-540-banner.txt").read_text()
+    )
+    machine.file("/etc/nv_tegra_release", (DATA / "jetson" / "nv_tegra_release-r36.4.3.txt").read_text())
+    facts = detect_for_plan(machine.system(), None)
+    assert facts.driver.version == NvVersion("540.4.0") and facts.host.l4t_release == "36.4.3"
+    k = load_knowledge()
+    target = dataclasses.replace(
+        target_from_facts(facts, k), platform="linux-aarch64", python=Version("3.10")
+    )
+    plan = resolve(k, target, Request())
+    assert plan.jetpack == "6.1 / 6.2" and plan.index_url == "https://pypi.jetson-ai-lab.io/jp6/cu126"

@@ -16,7 +16,7 @@ from envkit.errors import NoBuildError
 from envkit.facts import DriverFacts, Facts, GpuFacts, HostFacts, PythonFacts, TorchFacts
 from envkit.knowledge import load_knowledge
 from envkit.report import Status
-from envkit.resolve import Request, resolve, rules
+from envkit.resolve import Request, parse_cuda_request, resolve, rules
 from envkit.resolve.target import GpuTarget, Target, parse_gpu, target_from_facts
 from envkit.versions import ComputeCapability, NvVersion, Version
 
@@ -243,11 +243,20 @@ def test_windows_581_runs_the_gtx_1080_ti_on_cu126() -> None:
 
 
 def test_a_jetson_orin_gets_no_download_pytorch_org_build() -> None:
+    # L4T r36.4.3 is JetPack 6.1/6.2: NVIDIA's JetPack index, never an SBSA wheel (jetson.toml).
     orin = target("36.4.3", "Jetson AGX Orin", platform="linux-aarch64", python="3.10")
-    with pytest.raises(NoBuildError) as info:
-        resolve(K, orin, Request())
-    assert info.value.ways_out[0].rule == "jetson"
-    assert any(w.rule == "cuda" and w.value == "cpu" for w in info.value.ways_out)
+    plan = resolve(K, orin, Request())
+    assert plan.jetpack == "6.1 / 6.2" and plan.index_url == "https://pypi.jetson-ai-lab.io/jp6/cu126"
+    assert plan.requirements()[0] == "torch==2.5.0"  # the JetPack wheels carry no local tag
+    assert "download.pytorch.org" not in plan.pip_command()
+    # Asked for a download.pytorch.org build, or for a Python the JetPack has no wheels for: refused,
+    # with the JetPack's own way out.
+    py312 = dataclasses.replace(orin, python=Version("3.12"))
+    for request, t in ((Request(cuda=parse_cuda_request("cu130")), orin), (Request(), py312)):
+        with pytest.raises(NoBuildError) as info:
+            resolve(K, t, request)
+        jetson = next(w for w in info.value.ways_out if w.rule == "jetson")
+        assert "pypi.jetson-ai-lab.io/jp6/cu126" in jetson.text
 
 
 def paste(**torch: object) -> Facts:
