@@ -37,7 +37,6 @@ from envkit.facts import (
     GpuFacts,
     HostFacts,
     PythonFacts,
-    ResolvedLib,
     TorchFacts,
 )
 
@@ -155,7 +154,9 @@ def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Fa
         # not turn a known driver into "install the driver".
         "driver.files": lambda: driver_from_files(system),
         "toolkits": lambda: detect_toolkits(system, interp.path),
-        "python": lambda: detect_python(system, interp),
+        # The loader's view needs torch's folder, which the environment probe finds: it follows
+        # in the same task, while NVML's worker still runs.
+        "python": lambda: _python_and_loader(system, interp),
         "container": lambda: detect_container(system),
         **_vendor_tasks(system),
     }
@@ -168,17 +169,15 @@ def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Fa
         [name[5:] for name in host_readers if name not in values],
     )
     driver, gpus = values.get("nvidia") or (_unanswered_driver(values.get("driver.files")), ())
-    python, torch = values.get(
+    python, torch, loader_notes = values.get(
         "python",
         (
             PythonFacts(interp.path, interp.selected_by, error="the environment probe did not answer"),
             TorchFacts(error="not inspected"),
+            (),
         ),
     )
-    if torch.cuda is not None and torch.location:
-        # The loader's view needs torch's folder, which the environment probe just found.
-        torch, loader_notes = _with_loader_view(system, torch, python, host)
-        notes += loader_notes
+    notes += loader_notes
     if deep:
         torch = dataclasses.replace(torch, deep=values.get("deep") or deep_unanswered(budget))
         # torch's own warnings, caught by the probe, say why CUDA is unusable (torch_messages).
@@ -210,19 +209,18 @@ def _vendor_facts(values: Mapping[str, Any]) -> dict[str, Any]:
     return {v.name: values.get(v.name) or unanswered(v.name) for v in VENDORS}
 
 
-def _with_loader_view(
-    system: System, torch: TorchFacts, python: Optional[PythonFacts], host: HostFacts
-) -> tuple[TorchFacts, list[str]]:
-    """torch with the loader's view of its CUDA libraries (envkit.detect.loader), under the same
-    deadline as the rest."""
+def _python_and_loader(
+    system: System, interp: Interpreter
+) -> tuple[PythonFacts, TorchFacts, tuple[str, ...]]:
+    """The environment probe's facts, with the loader's view of a CUDA build's libraries
+    (envkit.detect.loader) and its notes."""
+    python, torch = detect_python(system, interp)
+    if torch.cuda is None or not torch.location:
+        return python, torch, ()
     from envkit.detect.loader import loader_view
 
-    def view() -> tuple[tuple[ResolvedLib, ...], tuple[str, ...]]:
-        return loader_view(system, torch, python, host.cuda_libs)
-
-    values, notes = run_bounded({"loader": view}, system.deadline)
-    libs, loader_notes = values.get("loader", ((), ()))
-    return dataclasses.replace(torch, loader=libs), [*notes, *loader_notes]
+    libs, notes = loader_view(system, torch, python)
+    return python, dataclasses.replace(torch, loader=libs), notes
 
 
 def _unanswered_driver(files: Optional[DriverFacts]) -> DriverFacts:

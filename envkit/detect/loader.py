@@ -10,11 +10,13 @@ libtorch_cuda.so, with this process's LD_LIBRARY_PATH and LD_PRELOAD, and with
 libtorch_global_deps.so preloaded as torch/__init__.py's ``_load_global_deps`` loads it first
 (RTLD_GLOBAL). It maps the files and resolves every DT_NEEDED as a real import would (DT_RPATH,
 LD_LIBRARY_PATH, DT_RUNPATH with $ORIGIN, /etc/ld.so.cache, the default folders, hwcaps subfolders:
-bminor/glibc elf/dl-load.c ``_dl_map_object``) but runs no code of theirs. ``LD_DEBUG=files`` names
-the object whose DT_NEEDED asked for each library. Which rule found a file follows from where it
-lies, in the loader's own order: LD_PRELOAD first, then LD_LIBRARY_PATH (searched before any
-DT_RUNPATH), then the build's own folders (its DT_RUNPATH / DT_RPATH), the ld.so cache, the
-default folders. One bounded child process (envkit._proc), never an import of torch.
+bminor/glibc elf/dl-load.c ``_dl_map_object``) but runs no code of theirs. ``LD_DEBUG=files,libs``
+makes it say the rest: the object whose DT_NEEDED asked for each library ("needed by"), and the
+search under which the file it took was tried ("search path=… (RUNPATH from file …)", "(LD_LIBRARY_PATH)",
+"(system search path)", "search cache=/etc/ld.so.cache": elf/dl-load.c ``print_search_path``,
+``_dl_map_object``). Where the trace does not say (a preloaded object is mapped by its path, a
+trace cut short), the rule follows from where the file lies, in the loader's order. One bounded
+child process (envkit._proc), never an import of torch.
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ from envkit.versions import Version, parse_version
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from envkit.facts import PythonFacts, SharedLib, TorchFacts
+    from envkit.facts import PythonFacts, TorchFacts
     from envkit.system import System
 
-__all__ = ["LDSO", "loader_view", "parse_list", "parse_needed_by"]
+__all__ = ["LDSO", "loader_view", "parse_list", "parse_needed_by", "parse_search"]
 
 LOADER_TIMEOUT_S: Final = 5.0
 # The dynamic loader of each platform (the PT_INTERP glibc's toolchains write: x86_64 psABI,
@@ -51,6 +53,19 @@ _LIST_RE: Final = re.compile(r"^\s*(?P<soname>\S+) => (?P<path>\S+|not found)(?:
 # A preloaded object (LD_PRELOAD, --preload) is listed by its path alone: "\t/x/libcublas.so.12 (0x7f…)"
 _LOADED_RE: Final = re.compile(r"^\s*(?P<path>/\S+) \(0x[0-9a-f]+\)\s*$")
 _NEEDED_RE: Final = re.compile(r"file=(?P<soname>\S+) \[\d+\];\s+needed by (?P<by>\S+) \[\d+\]")
+# LD_DEBUG=libs: each search's source, then the files tried under it (elf/dl-load.c print_search_path).
+_SEARCH_RE: Final = re.compile(
+    r"\bsearch path=\S*\s+\((?P<source>RUNPATH|RPATH|LD_LIBRARY_PATH|system search path)"
+)
+_TRYING_RE: Final = re.compile(r"\btrying file=(?P<path>\S+)")
+_SOURCES: Final = {
+    "RUNPATH": "RUNPATH",
+    "RPATH": "RPATH",
+    "LD_LIBRARY_PATH": "LD_LIBRARY_PATH",
+    "system search path": "default path",
+}
+# Below this many seconds left, the view is not taken: the environment's facts come first.
+_MIN_LEFT_S: Final = 1.0
 # torch's CUDA library, per release: libtorch_cuda.so (1.10 on); 1.8-1.9 split it in two.
 _ROOTS: Final = ("libtorch_cuda.so", "libtorch_cuda_cu.so", "libtorch_cuda_cpp.so")
 _CUDA_DIR_RE: Final = re.compile(r"/cuda-(\d+\.\d+)/")
@@ -81,6 +96,28 @@ def parse_needed_by(text: str) -> dict[str, str]:
     for match in _NEEDED_RE.finditer(text):
         needed.setdefault(match.group("soname"), match.group("by"))
     return needed
+
+
+def parse_search(text: str) -> dict[str, str]:
+    """Normalized file path -> the rule under which ld.so tried it, from ``LD_DEBUG=libs``: the
+    last try of a search is the file it took ("RUNPATH", "RPATH", "LD_LIBRARY_PATH",
+    "ld.so.cache", "default path")."""
+    tried: dict[str, str] = {}
+    source = ""
+    for line in text.splitlines():
+        if "find library=" in line:
+            source = ""
+        elif "search cache=" in line:
+            source = "ld.so.cache"
+        else:
+            search = _SEARCH_RE.search(line)
+            if search is not None:
+                source = _SOURCES[search.group("source")]
+                continue
+            trying = _TRYING_RE.search(line)
+            if trying is not None and source:
+                tried[posixpath.normpath(trying.group("path"))] = source
+    return tried
 
 
 def _dirs(value: str) -> list[str]:
@@ -114,24 +151,15 @@ def _version(family_version: Optional[str], path: str, real: str) -> Optional[Ve
     return parse_version(family_version) if family_version else None
 
 
-def _via(
-    path: str,
-    real: str,
-    *,
-    preload: list[str],
-    ld_dirs: list[str],
-    own: list[str],
-    cached: set[str],
-) -> str:
-    """Which rule found ``path``, in the loader's order (elf/dl-load.c, elf/rtld.c)."""
+def _via(path: str, real: str, *, preload: list[str], ld_dirs: list[str], own: list[str]) -> str:
+    """Which rule found ``path`` where the trace does not say, in the loader's order (elf/rtld.c's
+    preloads, then elf/dl-load.c)."""
     if path in preload or real in preload:
         return "LD_PRELOAD"
     if _in_dir(path, ld_dirs):
         return "LD_LIBRARY_PATH"
     if _under(path, own) or _under(real, own):
         return "RUNPATH"
-    if path in cached or real in cached:
-        return "ld.so.cache"
     if _in_dir(path, _DEFAULT_DIRS) or re.match(r"^/(?:usr/)?lib/[\w-]+-linux-gnu\w*/", path):
         return "default path"
     return "RUNPATH"  # a DT_RUNPATH / DT_RPATH of another library (a toolkit's $ORIGIN)
@@ -149,7 +177,7 @@ def _own_folders(torch: TorchFacts, python: Optional[PythonFacts]) -> list[str]:
 
 
 def loader_view(
-    system: System, torch: TorchFacts, python: Optional[PythonFacts], cache: Iterable[SharedLib]
+    system: System, torch: TorchFacts, python: Optional[PythonFacts]
 ) -> tuple[tuple[ResolvedLib, ...], tuple[str, ...]]:
     """torch's CUDA libraries as ld.so resolves them here, and notes on what could not be asked.
     Nothing for a build without CUDA, off Linux, or without its libtorch_cuda."""
@@ -172,15 +200,19 @@ def loader_view(
     if system.path(global_deps).is_file():
         argv += ["--preload", global_deps]  # torch/__init__.py loads it first (_load_global_deps)
     argv += ["--list", root]
-    env = {**system.env, "LD_DEBUG": "files"}
-    result = system.run_within(argv, timeout=LOADER_TIMEOUT_S, env=env)
+    left = system.remaining()
+    if left is not None and left < _MIN_LEFT_S:
+        return (), ("the loader's view not taken: too little time left",)
+    env = {**system.env, "LD_DEBUG": "files,libs"}
+    wanted = LOADER_TIMEOUT_S if left is None else min(LOADER_TIMEOUT_S, left / 2)
+    result = system.run_within(argv, timeout=wanted, env=env)
     if not result.ok and not result.stdout:
         return (), (f"the loader's view not taken: {result.describe()}",)
     needed_by = parse_needed_by(result.stderr)
     ld_dirs = _dirs(system.env.get("LD_LIBRARY_PATH", ""))
     preload = [posixpath.normpath(p) for p in re.split(r"[:\s]+", system.env.get("LD_PRELOAD", "")) if p]
     own = _own_folders(torch, python)
-    cached = {lib.path for lib in cache if lib.source == "ld.so.cache"}
+    searched = parse_search(result.stderr)
     libs = []
     for soname, path in parse_list(result.stdout):
         family = lib_family(soname)
@@ -196,7 +228,8 @@ def loader_view(
                 soname,
                 requester,
                 path,
-                _via(path, real, preload=preload, ld_dirs=ld_dirs, own=own, cached=cached),
+                searched.get(posixpath.normpath(path))
+                or _via(path, real, preload=preload, ld_dirs=ld_dirs, own=own),
                 family[0],
                 _version(family[1], path, real),
                 _under(path, own) or _under(real, own),

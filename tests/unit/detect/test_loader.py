@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from envkit.checks import CHECKS
-from envkit.detect.loader import LDSO, loader_view, parse_list, parse_needed_by
+from envkit.detect.loader import LDSO, loader_view, parse_list, parse_needed_by, parse_search
 from envkit.facts import Distribution, Facts, PythonFacts, TorchFacts
 from envkit.report import Status
 from envkit.system import System
@@ -108,7 +108,7 @@ def _facts(root: Path) -> tuple[TorchFacts, PythonFacts]:
 
 def _view(root: Path, **env: str) -> dict[str, tuple[str, str, bool | None, str]]:
     torch, python = _facts(root)
-    libs, notes = loader_view(System(env={"PATH": os.defpath, **env}), torch, python, ())
+    libs, notes = loader_view(System(env={"PATH": os.defpath, **env}), torch, python)
     assert not notes
     return {lib.soname: (lib.via, lib.path or "", lib.bundled, lib.needed_by) for lib in libs}
 
@@ -161,7 +161,7 @@ def test_a_toolkit_on_ld_library_path_wins_and_the_check_names_it(wheel: Path) -
     assert (via, path, bundled) == ("LD_LIBRARY_PATH", f"{toolkit}/libcublas.so.12", False)
     assert _traced(wheel, LD_LIBRARY_PATH=toolkit)["libcublas.so.12"] == "LD_LIBRARY_PATH"
     torch, python = _facts(wheel)
-    libs, _ = loader_view(System(env={"LD_LIBRARY_PATH": toolkit}), torch, python, ())
+    libs, _ = loader_view(System(env={"LD_LIBRARY_PATH": toolkit}), torch, python)
     facts = Facts(python=python, torch=dataclasses.replace(torch, loader=libs))
     result = CHECKS["torch.cuda_libs"](facts)
     assert result.status is Status.FAIL
@@ -193,7 +193,7 @@ def test_the_real_cuda_13_toolkit(tmp_path: Path) -> None:
     )
     torch = TorchFacts(cuda=Version("13.0"), location=str(site / "torch"))
     python = PythonFacts("python", "test", platform="linux-x86_64", prefix=str(tmp_path / "venv"))
-    libs, _ = loader_view(System(env={"LD_LIBRARY_PATH": str(toolkit)}), torch, python, ())
+    libs, _ = loader_view(System(env={"LD_LIBRARY_PATH": str(toolkit)}), torch, python)
     (cudart,) = [lib for lib in libs if lib.family == "cudart"]
     assert cudart.via == "LD_LIBRARY_PATH" and cudart.bundled is False
     # The real file's own name when it carries more than the major (libcudart.so.13.0.96), else the
@@ -201,6 +201,29 @@ def test_the_real_cuda_13_toolkit(tmp_path: Path) -> None:
     real = os.path.basename(os.path.realpath(toolkit / "libcudart.so.13")).split(".so.", 1)[1]
     folder = toolkit.parent.name.removeprefix("cuda-")
     assert str(cudart.version) == (real if "." in real else folder)
+
+
+def test_which_search_found_each_file() -> None:
+    # LD_DEBUG=libs as glibc 2.35 prints it: the last file tried under a search is the one taken.
+    trace = (
+        "  100:\tfind library=libcudnn.so.9 [0]; searching\n"
+        "  100:\t search path=/s/nvidia/cudnn/lib\t\t(RUNPATH from file /s/torch/lib/libtorch_cuda.so)\n"
+        "  100:\t  trying file=/s/nvidia/cudnn/lib/libcudnn.so.9\n"
+        "  100:\t search cache=/etc/ld.so.cache\n"
+        "  100:\t  trying file=/usr/lib/x86_64-linux-gnu/libcudnn.so.9\n"
+        "  100:\tfind library=libnccl.so.2 [0]; searching\n"
+        "  100:\t search path=/opt/nccl/lib/./glibc-hwcaps/x86-64-v3:/opt/nccl/lib\t\t(LD_LIBRARY_PATH)\n"
+        "  100:\t  trying file=/opt/nccl/lib/./glibc-hwcaps/x86-64-v3/libnccl.so.2\n"
+        "  100:\t  trying file=/opt/nccl/lib/./libnccl.so.2\n"
+        "  100:\tfind library=libcufft.so.11 [0]; searching\n"
+        "  100:\t search path=/lib/x86_64-linux-gnu\t\t(system search path)\n"
+        "  100:\t  trying file=/lib/x86_64-linux-gnu/libcufft.so.11\n"
+    )
+    tried = parse_search(trace)
+    assert tried["/usr/lib/x86_64-linux-gnu/libcudnn.so.9"] == "ld.so.cache"
+    assert tried["/opt/nccl/lib/libnccl.so.2"] == "LD_LIBRARY_PATH"
+    assert tried["/lib/x86_64-linux-gnu/libcufft.so.11"] == "default path"
+    assert tried["/s/nvidia/cudnn/lib/libcudnn.so.9"] == "RUNPATH"  # tried, not taken: the list says which
 
 
 def test_what_ld_so_prints() -> None:
