@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
 from envkit.detect import detect_for_plan, run_bounded
 from envkit.detect.pyenv import select_interpreter
+from envkit.detect.python_version import is_python_version
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge, variant_cuda
 from envkit.resolve import Plan, Request, parse_cuda_request, parse_torch_spec, resolve
@@ -153,11 +155,18 @@ def make_target(system: System, flags: PlanFlags) -> Target:
     subprocess: its wait is the knowledge base's time).
     """
     gpu_side_given = flags.no_gpu or flags.driver is not None or bool(flags.gpus)
+    # --python takes a version (3.11) or an interpreter (a path, python3.11), as uv's does: an
+    # interpreter's version and platform are read from it, as for --env.
+    interpreter = flags.python if flags.python and not is_python_version(flags.python) else None
+    if interpreter is not None:
+        flags = dataclasses.replace(flags, python=None)
     need_python = flags.python is None or flags.platform is None
     facts = knowledge = None
     if not gpu_side_given or need_python:
         system = system.with_deadline(DETECT_TIMEOUT_S)
-        interp = select_interpreter(system, env_name=flags.env_name) if need_python else None
+        interp = (
+            select_interpreter(system, python=interpreter, env_name=flags.env_name) if need_python else None
+        )
         tasks: dict[str, Callable[[], Any]] = {
             "facts": lambda: detect_for_plan(system, interp, gpus=not gpu_side_given),
             "knowledge": load_knowledge,

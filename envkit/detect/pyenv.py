@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit._probe_runner import run_probe
+from envkit.detect.python_version import is_python_version, python_of_version
 from envkit.errors import InputError
 from envkit.facts import CondaPackage, Distribution, EnvKind, PythonFacts, TorchFacts
 from envkit.versions import Version, parse_version
@@ -124,6 +125,9 @@ def select_interpreter(
     """
     if python and env_name:
         raise InputError("--python and --env both name an interpreter; give one of them")
+    if python and is_python_version(python):  # a version, as uv takes it: find that interpreter
+        path_of, how = python_of_version(system, python)
+        return Interpreter(path_of, how)
     if python:
         path = Path(python).expanduser()
         if os.sep not in python and not path.exists():  # a bare name: "python3", "python3.10"
@@ -132,8 +136,9 @@ def select_interpreter(
         found = _bin_python(path) if path.is_dir() else path
         if found is None or not found.is_file() or not os.access(found, os.X_OK):
             raise InputError(
-                f"--python {python}: no runnable Python interpreter there",
-                hint="give a python executable (a path or a name on PATH) or an environment's folder",
+                f"--python {python}: neither a Python version (3.11) nor a runnable interpreter there",
+                hint="give a version, a python executable (a path or a name on PATH) or an "
+                "environment's folder",
             )
         return Interpreter(str(found), "--python")
     if env_name:

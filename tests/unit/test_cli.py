@@ -432,7 +432,10 @@ def test_resolve_with_nothing_satisfiable_exits_3() -> None:
         (["--platform", "solaris"], "envkit: --platform 'solaris': one of"),
         (["--channel", "npm"], "envkit: --channel 'npm': pip or conda"),
         (["--no-gpu", "--gpu", "8.0"], "envkit: --no-gpu contradicts --driver / --gpu"),
-        (["--python", "two"], "envkit: --python 'two': not a Python version"),
+        (
+            ["--python", "two"],
+            "envkit: --python two: neither a Python version (3.11) nor a runnable interpreter",
+        ),
     ],
 )
 def test_resolve_bad_flags_are_one_line_exit_2(args: list[str], message: str) -> None:

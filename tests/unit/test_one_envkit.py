@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 from envkit.checks import CHECKS
 from envkit.commands import spec as spec_command
-from envkit.errors import NoBuildError
+from envkit.errors import InputError, NoBuildError
 from envkit.knowledge import load_knowledge
 from envkit.report import Status
 from envkit.resolve import Request, parse_cuda_request, resolve
@@ -221,3 +222,46 @@ def test_an_unreachable_index_ends_create_with_the_next_step(recorded: str) -> N
     assert mirrored is not None and "--mirror" not in mirrored and "--wheelhouse" not in mirrored
     # An installer failure of another kind gets no such step.
     assert index_next_step("error: No space left on device", Install(("pip",))) is None  # type: ignore[arg-type]
+
+
+# --python takes a version or an interpreter on every command (as uv's does) ---------------------
+
+
+def _venv(root: Path, version: str) -> Path:
+    (root / "bin").mkdir(parents=True)
+    (root / "pyvenv.cfg").write_text(f"home = /usr/bin\nversion = {version}\n", encoding="utf-8")
+    python = root / "bin" / "python"
+    python.symlink_to(sys.executable)
+    return python
+
+
+def test_a_version_finds_the_active_environment_then_path(tmp_path: Path) -> None:
+    from envkit.detect.pyenv import select_interpreter
+    from tests.conftest import write_program
+
+    venv = _venv(tmp_path / "venv", "3.11.7")
+    system = System(env={"VIRTUAL_ENV": str(tmp_path / "venv"), "PATH": str(tmp_path / "bin")})
+    found = select_interpreter(system, python="3.11")
+    assert (found.path, found.selected_by) == (str(venv), "--python 3.11 (VIRTUAL_ENV)")
+    # Another version: python3.12 on PATH, if it runs as 3.12 (a pyenv shim of a missing one does not).
+    write_program(tmp_path / "bin", "python3.12", "3.12.4\n")
+    found = select_interpreter(system, python="3.12")
+    assert (found.path, found.selected_by) == (str(tmp_path / "bin" / "python3.12"), "--python 3.12 (PATH)")
+    write_program(tmp_path / "bin", "python3.13", "", rc=127, stderr="pyenv: python3.13: command not found")
+    with pytest.raises(InputError) as info:
+        select_interpreter(system, python="3.13")
+    message = info.value.message
+    assert message.startswith(
+        "--python 3.13: no Python 3.13 found: the active environment (VIRTUAL_ENV) is Python 3.11.7"
+    )
+    assert "python3.13 on PATH does not run as Python 3.13" in message and "uv" in message
+    assert "uv python install 3.13" in (info.value.hint or "")
+
+
+def test_a_path_on_a_planning_command_is_read_for_its_version(tmp_path: Path) -> None:
+    from envkit.commands.resolve import make_target
+
+    target = make_target(System(), PlanFlags(driver="550.54.15", gpus=("A100",), python=sys.executable))
+    assert target.python == Version(f"{sys.version_info[0]}.{sys.version_info[1]}")
+    with pytest.raises(InputError, match="neither a Python version"):
+        make_target(System(), PlanFlags(driver="550.54.15", python=str(tmp_path / "nothing")))

@@ -41,7 +41,7 @@ def test_select_python_flag(tmp_path: Path) -> None:
     make_venv(venv)
     by_dir = select_interpreter(System(env={}), python=str(venv))
     assert by_dir.path == str(venv / "bin/python") and by_dir.selected_by == "--python"
-    with pytest.raises(InputError, match="no runnable Python interpreter"):
+    with pytest.raises(InputError, match="nor a runnable interpreter"):
         select_interpreter(System(env={}), python=str(tmp_path / "nope"))
     with pytest.raises(InputError, match="give one of them"):
         select_interpreter(System(env={}), python=str(venv), env_name="x")
@@ -53,7 +53,7 @@ def test_select_python_flag_by_name_on_path(tmp_path: Path) -> None:
     bin_dir = tmp_path / "venv" / "bin"
     chosen = select_interpreter(System(env={"PATH": str(bin_dir)}), python="python")
     assert chosen == Interpreter(str(bin_dir / "python"), "--python")
-    with pytest.raises(InputError, match="no runnable Python interpreter"):
+    with pytest.raises(InputError, match="nor a runnable interpreter"):
         select_interpreter(System(env={"PATH": str(bin_dir)}), python="python9.9")
 
 
