@@ -440,13 +440,21 @@ PlatformOpt = Annotated[
         "--platform", metavar="PLATFORM", help="linux-x86_64, linux-aarch64, windows-x86_64, macos-arm64."
     ),
 ]
+# Options that several commands take mean one thing everywhere (tests/unit/test_flags.py reads every
+# command's options and holds them to it). --python is a version or an interpreter, as uv's is: a
+# command that inspects an interpreter finds one of that version; one that plans reads the version
+# of the interpreter it is given.
+PYTHON_HELP = "A Python version (3.11) or an interpreter (path or env folder)."
+ENV_HELP = "The conda / envkit environment of this name (its interpreter, its Python and platform)."
+TIMEOUT_HELP = "Seconds the whole run may take."
+
 PlanPython = Annotated[
     Optional[str],
-    typer.Option("--python", metavar="VERSION", help="Plan for this Python (e.g. 3.11)."),
+    typer.Option("--python", metavar="VERSION|PATH", help=PYTHON_HELP),
 ]
 PlanEnv = Annotated[
     Optional[str],
-    typer.Option("--env", metavar="NAME", help="Take Python and platform from this environment."),
+    typer.Option("--env", metavar="NAME", help=ENV_HELP),
 ]
 TorchSpec = Annotated[
     Optional[str], typer.Option("--torch", metavar="SPEC", help="torch version spec: 2.5.*, >=2.4, 2.5.1.")
@@ -567,11 +575,11 @@ def doctor(
     ] = False,
     python: Annotated[
         Optional[str],
-        typer.Option("--python", metavar="PATH", help="Inspect this interpreter (or environment folder)."),
+        typer.Option("--python", metavar="VERSION|PATH", help=PYTHON_HELP),
     ] = None,
     env: Annotated[
         Optional[str],
-        typer.Option("--env", metavar="NAME", help="Inspect the conda / envkit environment of this name."),
+        typer.Option("--env", metavar="NAME", help=ENV_HELP),
     ] = None,
     from_file: Annotated[
         Optional[str],
@@ -591,7 +599,7 @@ def doctor(
     ] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
     timeout: Annotated[
-        float, typer.Option("--timeout", metavar="SECONDS", help="Seconds the whole run may take.", min=0.1)
+        float, typer.Option("--timeout", metavar="SECONDS", help=TIMEOUT_HELP, min=0.1)
     ] = 30.0,
     output_format: Annotated[
         Optional[str],
@@ -771,15 +779,13 @@ def verify(
     ] = None,
     python: Annotated[
         Optional[str],
-        typer.Option("--python", metavar="PATH", help="Verify this interpreter (or environment folder)."),
+        typer.Option("--python", metavar="VERSION|PATH", help=PYTHON_HELP),
     ] = None,
     env: Annotated[
         Optional[str],
-        typer.Option("--env", metavar="NAME", help="Verify the conda / envkit environment of this name."),
+        typer.Option("--env", metavar="NAME", help=ENV_HELP),
     ] = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", metavar="SECONDS", help="Seconds the whole run may take.", min=1)
-    ] = 600.0,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help=TIMEOUT_HELP, min=1)] = 600.0,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
     compile_devices: CompileDevices = None,
     verbose: Verbose = False,
@@ -829,9 +835,7 @@ def mirrors(
         Optional[str],
         typer.Option("--kind", metavar="KIND", help="Only torch-wheels, pypi or conda mirrors."),
     ] = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", metavar="SECONDS", help="Seconds per request.", min=0.1)
-    ] = 3.0,
+    timeout: Annotated[float, typer.Option("--timeout", metavar="SECONDS", help=TIMEOUT_HELP, min=0.1)] = 3.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also each mirror's source.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only each mirror's name and URL.")] = False,
 ) -> int:
@@ -901,7 +905,7 @@ def preflight(
         typer.Option(
             "--timeout",
             metavar="SECONDS",
-            help="Hard budget in seconds (Slurm kills health checks at 60).",
+            help=TIMEOUT_HELP,  # a hard budget: Slurm kills a health check at 60 s (README)
             min=1,
         ),
     ] = 30.0,
@@ -915,11 +919,9 @@ def preflight(
         ),
     ] = None,
     python: Annotated[
-        Optional[str], typer.Option("--python", metavar="PATH", help="Check this interpreter.")
+        Optional[str], typer.Option("--python", metavar="VERSION|PATH", help=PYTHON_HELP)
     ] = None,
-    env: Annotated[
-        Optional[str], typer.Option("--env", metavar="NAME", help="Check the environment of this name.")
-    ] = None,
+    env: Annotated[Optional[str], typer.Option("--env", metavar="NAME", help=ENV_HELP)] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (exit 1).")] = False,
     compile_devices: CompileDevices = None,
     verbose: Annotated[
@@ -1438,7 +1440,7 @@ def lock(
     ] = None,
     lock_format: Annotated[
         str,
-        typer.Option("--format", metavar="FORMATS", help="--channel pip: pylock, requirements or both."),
+        typer.Option("--format", metavar="FORMAT", help="--channel pip: pylock, requirements or both."),
     ] = "pylock,requirements",
     wheelhouse: Annotated[
         Optional[str],

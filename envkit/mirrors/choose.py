@@ -193,7 +193,9 @@ def mirror_table(
     if probing:
         from envkit.mirrors.verdict import probe_verdict
 
-        results = probe(mirrors, timeout=timeout, variant=variant)
+        # --timeout bounds the whole probe, as it bounds every command's run (the mirrors are
+        # fetched side by side: each request may take as long as the whole).
+        results = probe(mirrors, timeout=timeout, variant=variant, total=timeout)
         for row, result in zip(rows, results):
             row["probe"] = to_jsonable(result)
         table["verdict"] = probe_verdict(rows, variant).to_json()
