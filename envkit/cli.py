@@ -116,13 +116,23 @@ def _guarded(call: Callable[[], Any], *, command: str = "", json_out: bool = Fal
             _json_error(command, f"interrupted{f' ({exc})' if str(exc) else ''}", "", code)
     except Exception as exc:  # noqa: BLE001 -- the one handler for envkit's own bugs
         code = _internal_error(exc, command=command, json_out=json_out)
+    return _stdout_kept(code)
+
+
+def _stdout_kept(code: int) -> int:
+    """``code``, or exit 2 with one line where stdout could not be written and the work did not fail
+    (said once, whoever sees it first: the command's handler or the group's main)."""
+    from envkit.render import streams
+
     streams.flush_stdout()
-    failed = streams.outcome().failed
-    if failed is not None:
-        why = failed.strerror or str(failed)
+    now = streams.outcome()
+    if now.failed is None:
+        return code
+    if not now.told:
+        now.told = True
+        why = now.failed.strerror or str(now.failed)
         stderr.print(f"[bold red]envkit:[/] cannot write to standard output ({_escape(why)})")
-        return code or EXIT_USAGE
-    return code
+    return code or EXIT_USAGE
 
 
 def _json_error(command: str, message: str, hint: str, code: int, **more: Any) -> None:
@@ -233,6 +243,19 @@ def _checked_context(base: type) -> type:
 class _Guarded(TyperGroup):
     """The app's command group: every command (one added tomorrow too) runs inside _guarded, and
     its values are checked by kind before it runs (_check_values)."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """click's main with sys.stdout guarded (envkit.render.streams.guarded_stdout): what click
+        prints itself (--help, --version, completion) onto a full stdout is one line and exit 2."""
+        from envkit.render import streams
+
+        streams.begin()
+        with streams.guarded_stdout():
+            try:
+                return super().main(*args, **kwargs)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                raise SystemExit(_stdout_kept(code)) from None
 
     def invoke(self, ctx: Any) -> Any:
         args = _command_args(ctx)

@@ -29,18 +29,29 @@ from typing import IO, TYPE_CHECKING, Any, Optional, Union
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["Outcome", "begin", "flush_stdout", "outcome", "stderr", "stdout", "write_stdout"]
+__all__ = [
+    "Outcome",
+    "begin",
+    "flush_stdout",
+    "guarded_stdout",
+    "outcome",
+    "stderr",
+    "stdout",
+    "write_stdout",
+]
 
 
 @dataclass
 class Outcome:
     """How stdout fared in this command: ``closed`` (its reader went away), ``failed`` (the first
-    error writing it: ENOSPC, EIO), and ``written`` (whether any of the data reached it, so an
-    error document is not appended to half of another one)."""
+    error writing it: ENOSPC, EIO), ``written`` (whether any of the data reached it, so an
+    error document is not appended to half of another one) and ``told`` (the user was told of
+    ``failed`` already: one line, once)."""
 
     closed: bool = False
     failed: Optional[OSError] = None
     written: bool = False
+    told: bool = False
 
     @property
     def ended(self) -> bool:
@@ -114,6 +125,44 @@ def flush_stdout() -> None:
         buffer = getattr(sys.stdout, "buffer", None)
         if buffer is not None:
             buffer.flush()
+
+
+class _GuardedStdout:
+    """``sys.stdout`` while the command line runs (:func:`guarded_stdout`): what click writes there
+    itself (--help, --version, shell completion) and any print() meet the errors above as envkit's
+    own output does. ``envkit --help > /dev/full`` was a traceback, ``envkit doctor --help`` on it
+    an internal error (70), and ``--version`` exit 0 with nothing written."""
+
+    def __init__(self, target: IO[str]) -> None:
+        self._target = target
+
+    def write(self, text: str) -> int:
+        if not _NOW.ended:
+            with _guard_stdout():
+                self._target.write(text)
+                _NOW.written = _NOW.written or bool(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if not _NOW.ended:
+            with _guard_stdout():
+                self._target.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
+
+
+@contextlib.contextmanager
+def guarded_stdout() -> Iterator[None]:
+    """``sys.stdout`` is a :class:`_GuardedStdout` of itself inside the block (not when closed:
+    ``>&-`` leaves it None, which every writer here already answers)."""
+    saved = sys.stdout
+    if saved is not None and not isinstance(saved, _GuardedStdout):
+        sys.stdout = _GuardedStdout(saved)
+    try:
+        yield
+    finally:
+        sys.stdout = saved
 
 
 class _Stream:
