@@ -302,12 +302,13 @@ def check_url(value: str, label: str) -> str:
     characters anywhere (each would start a line or an argument of its own in a spec file or a
     command). Returns ``value``."""
     check_text(value, label, spaces=False)
-    parts = urllib.parse.urlsplit(value)
     try:
+        parts = urllib.parse.urlsplit(value)  # ValueError: an unclosed '[' ("Invalid IPv6 URL")
         host = parts.hostname
-    except ValueError:  # a malformed port or bracketed host
+        parts.port  # noqa: B018 -- ValueError for a port that is not one (0-65535)
+    except ValueError:
         host = None
-    if parts.scheme not in ("http", "https") or not host:
+    if not host or parts.scheme not in ("http", "https"):
         raise InputError(f"{label} {redact(_shown(value))}: not an http(s) URL")
     return value
 
