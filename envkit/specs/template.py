@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 import envkit
 from envkit._files import parse_toml, read_text
-from envkit.errors import InputError, check_path
+from envkit.errors import InputError, check_path, check_text
 from envkit.resolve import parse_torch_spec
 from envkit.resolve.extensions import parse_extensions
 from envkit.versions import Version
@@ -160,13 +160,19 @@ class _Reader:
             return None
         if not isinstance(value, str) or not value.strip():
             raise self.fail(field, "a non-empty string")
-        return value.strip()
+        return self._plain(field, value.strip())
 
     def strings(self, field: str) -> tuple[str, ...]:
         value = self.data.get(field, [])
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
             raise self.fail(field, "a list of strings")
-        return tuple(v.strip() for v in value)
+        return tuple(self._plain(field, v.strip()) for v in value)
+
+    def _plain(self, field: str, value: str) -> str:
+        # Every field reaches a spec file or a command line: a newline inside a requirement's
+        # marker string ('foo; python_version == "3<newline>--extra-index-url http://…"') wrote
+        # an index line of its own into requirements.txt.
+        return check_text(value, f"{self.path}: field {field!r}:")
 
 
 def _python(r: _Reader) -> Optional[Version]:
@@ -193,6 +199,9 @@ def _requirement(r: _Reader, field: str, item: str) -> Requirement:
         req = Requirement(item)
     except InvalidRequirement as exc:
         raise r.fail(field, f"PEP 508 requirements ({item!r}: {exc})") from None
+    # packaging reads backslash escapes in a marker's quoted string: 'python_version == "3\n…"'
+    # with a backslash and an n comes back from str(req) with a newline in it.
+    check_text(str(req), f"{r.path}: field {field!r}:")
     if canonicalize_name(req.name) in _MANAGED:
         raise r.fail(field, f"no {req.name}: the resolved plan pins torch and its companions")
     return req

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import errno
+import json
+from pathlib import Path
 
 import pytest
 
@@ -32,3 +34,30 @@ def test_a_mirror_url_python_cannot_split_is_an_input_error(url: str) -> None:
     )
     assert result.code == 2, result.stderr
     assert result.stderr.startswith(f"envkit: --mirror {url}: not an http(s) URL"), result.stderr
+
+
+# A marker whose quoted string holds a newline: written as the two characters backslash and n
+# (a TOML literal string), which packaging reads as an escape, and as a real newline (TOML's \n).
+HIDDEN_LINE = 'foo; python_version == "3{nl}--extra-index-url http://elsewhere.example/simple{nl}"'
+EVIL_TEMPLATES = {
+    "escaped": f"pip_packages = ['{HIDDEN_LINE.format(nl=chr(92) + 'n')}']",
+    "newline": f"pip_packages = [{json.dumps(HIDDEN_LINE.format(nl=chr(10)))}]",
+}
+
+
+@pytest.mark.parametrize("fmt", ["pip", "pixi"])
+@pytest.mark.parametrize("how", sorted(EVIL_TEMPLATES))
+def test_a_template_requirement_with_a_newline_is_refused(tmp_path: Path, fmt: str, how: str) -> None:
+    # requirements.txt got a line of its own, '--extra-index-url http://elsewhere.example/simple'
+    # (exit 0; str(Requirement) writes packaging's escape as a newline); pixi was exit 70.
+    template = tmp_path / "evil.toml"
+    head = 'name = "evil"\ndescription = "a requirement that hides a line"\n'
+    template.write_text(head + EVIL_TEMPLATES[how] + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["spec", str(template), "--format", fmt, "--cuda", "cpu", "--no-gpu", "--python", "3.11"]
+    result = invoke([*args, "--platform", "linux-x86_64", "-o", str(out)])
+    assert result.code == 2, result.stderr
+    assert "field 'pip_packages'" in result.stderr and "control character '\\n'" in result.stderr, (
+        result.stderr
+    )
+    assert not out.exists()
