@@ -15,7 +15,7 @@ from envkit.resolve import Plan, Request, parse_cuda_request, parse_torch_spec, 
 from envkit.resolve.channels import ChannelIndex, PreChannel, variants_to_read
 from envkit.resolve.extensions import parse_extensions
 from envkit.resolve.plan import Channel, CudaKind, CudaRequest, PlanFlags
-from envkit.resolve.target import Target, target_from_facts, target_from_flags
+from envkit.resolve.target import Target, target_from_facts, target_from_flags, this_platform
 from envkit.versions import Version
 
 if TYPE_CHECKING:
@@ -131,23 +131,6 @@ def _check_variant_published(text: str, variant: str) -> None:
     )
 
 
-def _this_platform() -> Optional[str]:
-    """The platform of the machine envkit runs on (what the detected facts describe when the
-    interpreter probe could not say); None for one envkit has no wheels for."""
-    import platform
-
-    machine = platform.machine().lower()
-    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
-    system = platform.system()
-    if system == "Darwin":
-        return "macos-arm64" if arch == "aarch64" else "macos-x86_64"
-    if system == "Windows":
-        return "windows-x86_64" if arch == "x86_64" else None
-    if system == "Linux" and arch in ("x86_64", "aarch64"):
-        return f"linux-{arch}"
-    return None
-
-
 def make_target(system: System, flags: PlanFlags) -> Target:
     """Detect what the flags leave open (the GPU side, the interpreter's Python and platform).
 
@@ -174,7 +157,7 @@ def make_target(system: System, flags: PlanFlags) -> Target:
         values, _notes = run_bounded(tasks, system.deadline)
         facts, knowledge = values.get("facts"), values.get("knowledge")
     knowledge = knowledge or load_knowledge()  # a failed parallel load raises its error here
-    here = _this_platform()
+    here = this_platform()
     base = (
         target_from_facts(facts, knowledge, local_platform=here)
         if facts is not None

@@ -10,6 +10,7 @@ and target), so that the environment says how it was made and verify knows what 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -68,8 +69,17 @@ def lay_out_lock(system: System, request: CreateRequest, lock: str) -> Installat
     """The installation of a lock: a venv, then the installer with hash checking (nothing is run)."""
     from envkit._files import read_text
     from envkit.create.pylock import plan_of_lock
+    from envkit.resolve.target import this_platform
 
     record = plan_of_lock(lock)
+    here, locked_for = this_platform(), str(record.get("platform") or "")
+    if here is not None and locked_for and locked_for != here:
+        # its wheels are another platform's: the installer would fail on a hash or a missing wheel
+        again = re.sub(r" --lock-platform \S+", "", str(record.get("command") or "envkit lock --channel pip"))
+        raise InputError(
+            f"--from-lock {lock}: a lock for {locked_for}, and this machine is {here}",
+            hint=f"make one for it: {again} --lock-platform {here}",
+        )
     text = read_text(lock)
     plan = _plan(record)
     pylock = lock.endswith(".toml")

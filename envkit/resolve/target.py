@@ -25,6 +25,7 @@ __all__ = [
     "parse_gpu",
     "target_from_facts",
     "target_from_flags",
+    "this_platform",
     "visible_gpu_targets",
 ]
 
@@ -357,3 +358,20 @@ def jetson_gpus(knowledge: Knowledge, target: Target) -> tuple[GpuTarget, ...]:
     return tuple(
         g for g in target.gpus if g.cc in jetson - others or re.search(r"\bJetson\b", g.name or "", re.I)
     )
+
+
+def this_platform() -> Optional[str]:
+    """The platform of the machine envkit runs on (what the detected facts describe when the
+    interpreter probe could not say); None for one envkit has no wheels for."""
+    import platform
+
+    machine = platform.machine().lower()
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    system = platform.system()
+    if system == "Darwin":
+        return "macos-arm64" if arch == "aarch64" else "macos-x86_64"
+    if system == "Windows":
+        return "windows-x86_64" if arch == "x86_64" else None
+    if system == "Linux" and arch in ("x86_64", "aarch64"):
+        return f"linux-{arch}"
+    return None

@@ -212,3 +212,23 @@ def test_a_lock_envkit_did_not_make_is_exit_2(tmp_path: Path) -> None:
 def test_pip_lock_bad_formats_and_offline_without_wheelhouse_are_exit_2(tmp_path: Path) -> None:
     assert_input_error(envkit("lock", *PLAN, "--format", "poetry", "-o", str(tmp_path)), "--format")
     assert_input_error(envkit("lock", *PLAN, "--offline", "-o", str(tmp_path)), "--offline")
+
+
+def test_a_lock_for_another_platform_is_exit_2_before_anything_is_made(tmp_path: Path) -> None:
+    """A lock's wheels are its platform's: a windows-x86_64 lock on this Linux machine went to the
+    installer, which failed on the first hash or missing wheel (exit 4, a uv error about hashes).
+    Now it is one line naming both platforms, and the command that locks for this one."""
+    import json
+
+    record = {"torch": "2.13.0", "variant": "cpu", "platform": "windows-x86_64", "python": "3.11"}
+    record["command"] = "envkit lock pt2 --channel pip --lock-platform windows-x86_64"
+    lock = tmp_path / "requirements.txt"
+    lock.write_text(
+        f"# envkit-plan: {json.dumps(record)}\nfilelock==4.0.8 \\\n    --hash=sha256:{ZEROS}\n",
+        encoding="utf-8",
+    )
+    prefix = tmp_path / "env"
+    result = envkit("create", "x", "--prefix", str(prefix), "--from-lock", str(lock), "--dry-run")
+    assert_input_error(result, "a lock for windows-x86_64, and this machine is linux-")
+    assert "--lock-platform linux-" in result.stderr and "windows-x86_64 --lock" not in result.stderr
+    assert not prefix.exists()
