@@ -17,7 +17,7 @@ import io
 from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit.errors import InputError
-from envkit.project.manifest import Found, edit_sequence
+from envkit.project.manifest import Found, edit_sequence, like
 from envkit.project.requirements import edit_lines, select
 from envkit.project.want import TORCH_PACKAGES
 from envkit.specs.read import environment_spec, parse_conda_spec
@@ -224,11 +224,13 @@ def _edit_pip(data: Any, want: Want, path: Path) -> bool:
 
 
 def apply(path: Path, text: str, want: Want) -> str:
-    yaml, data = _load(path, text)
+    # ruamel writes "\n" and keeps a CR in the comment it ends: the edit works on "\n", then the
+    # file's own line breaks are put back (manifest.like)
+    yaml, data = _load(path, text.replace("\r\n", "\n"))
     channel = want.sources[0].plan.channel.value
     changed = _edit_conda(data, want, path) if channel == "conda" else _edit_pip(data, want, path)
     if not changed:
         return text
     out = io.StringIO()
     yaml.dump(data, out)
-    return out.getvalue()
+    return like(out.getvalue(), text)

@@ -32,6 +32,7 @@ __all__ = [
     "dumped",
     "edit_sequence",
     "kept_pin",
+    "like",
     "lowest_python",
     "parse_document",
     "public_range",
@@ -110,15 +111,44 @@ def spaced(table: Any) -> Any:
 
 def dumped(doc: Any, original: str) -> str:
     """tomlkit's text of ``doc``, ending as ``original`` did (one line break, not the blank line a
-    table made here ends in)."""
+    table made here ends in), in its line breaks."""
     tomlkit: Any = importlib.import_module("tomlkit")
-    text = str(tomlkit.dumps(doc))
-    if "\n\n\n" not in original:  # a made table's blank line, and tomlkit's own before the next table
+    text = str(tomlkit.dumps(doc)).replace("\r\n", "\n")
+    before = original.replace("\r\n", "\n")
+    if "\n\n\n" not in before:  # a made table's blank line, and tomlkit's own before the next table
         while "\n\n\n" in text:
             text = text.replace("\n\n\n", "\n\n")
-    if original.endswith("\n") and not original.endswith("\n\n"):
+    if before.endswith("\n") and not before.endswith("\n\n"):
         text = text.rstrip("\n") + "\n"
-    return text
+    return like(_set_off(text, before), original)
+
+
+def like(text: str, original: str) -> str:
+    """``text`` (with ``\\n`` line breaks) in ``original``'s: CRLF where it has them (the lines an
+    edit adds too), and no final line break where it had none."""
+    if not original.endswith(("\n", "\r")):
+        text = text.rstrip("\n")
+    return text.replace("\n", "\r\n") if "\r\n" in original else text
+
+
+# A table header at the start of a line: [x], [[x]], [x."y"], with an optional comment.
+_HEADER: Final = re.compile(r"^\[\[?[^\[\],=]+\]\]?\s*(#.*)?$")
+
+
+def _set_off(text: str, original: str) -> str:
+    """A blank line before each table header that now follows a line directly where the file did
+    not have the two side by side (a table made here, or the one a made table now precedes);
+    headers the file itself wrote together, or under a comment, stay as they were."""
+    before = original.splitlines()
+    together = set(zip(before, before[1:]))
+    out: list[str] = []
+    for line in text.splitlines(keepends=True):
+        bare, last = line.rstrip("\r\n"), out[-1].rstrip("\r\n") if out else ""
+        header = _HEADER.match(bare) and last.strip() and not last.lstrip().startswith("#")
+        if header and (last, bare) not in together:
+            out.append(line[len(bare) :] or "\n")  # the blank line, in the file's line break
+        out.append(line)
+    return "".join(out)
 
 
 def unwrap(value: Any) -> Any:

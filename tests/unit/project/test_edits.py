@@ -422,3 +422,58 @@ def test_a_mirror_with_a_login_writes_neither_the_login_nor_a_masked_url(
     for line in written:
         assert line in out, (line, out)
     assert any(note in n for n in want.credentials(kind.KIND))  # type: ignore[attr-defined]
+
+
+def test_a_table_the_edit_adds_is_set_off_by_a_blank_line(tmp_path: Path) -> None:
+    """A new [[tool.uv.index]] after one at the end of the file, [project.optional-dependencies]
+    before [build-system], [tool.uv] before the next table: each came right under the line before
+    it. Tables the file had side by side stay so."""
+    text = UV_INIT + (
+        '\n[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+        "[tool.hatch.build]\nonly-packages = true\n"  # the user's own: no blank line, kept
+        '\n[[tool.uv.index]]\nname = "internal"\nurl = "https://pkgs.example.org/simple"\n'
+    )
+    out = edited(uv, tmp_path / "pyproject.toml", text, want_for())
+    assert 'url = "https://pkgs.example.org/simple"\n\n[[tool.uv.index]]\nname = "pytorch-cu126"' in out
+    assert 'build-backend = "hatchling.build"\n[tool.hatch.build]\n' in out
+    from envkit.commands.add import plan_platforms
+    from envkit.project.want import make_want
+    from envkit.resolve.plan import PlanFlags
+    from envkit.system import System
+
+    flags = PlanFlags(driver="550.54.15", gpus=("H100",), python="3.11", platform="linux-x86_64")
+    plans = plan_platforms(System(), flags, ("linux-x86_64",), cudas=("cpu", "auto"))
+    want = make_want(plans[:1], ["torch"], command="", extras=[(p.variant, p) for p in plans])
+    out = edited(uv, tmp_path / "pyproject.toml", out, want)
+    lines = out.splitlines()
+    for i, line in enumerate(lines[1:], 1):
+        if line.startswith("[") and line != "[tool.hatch.build]":
+            assert lines[i - 1] == "", (line, out)
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "text", "channel"),
+    [
+        (uv, "pyproject.toml", UV_INIT, "pip"),
+        (pixi, "pixi.toml", PIXI, "conda"),
+        (
+            conda_env,
+            "environment.yml",
+            "name: x\ndependencies:\n  - python=3.11\n  - pytorch  # model\n",
+            "conda",
+        ),
+    ],
+)
+def test_windows_line_breaks_and_no_final_one_are_kept(
+    tmp_path: Path, kind: object, name: str, text: str, channel: str
+) -> None:
+    """A CRLF file without a final line break: tomlkit wrote the lines it added with LF and a blank
+    line at the end; ruamel turned the whole environment.yml into LF, keeping a stray CR in the
+    comment of the line it edited. Now every line ends as the file's did, the last with nothing."""
+    crlf = text.rstrip("\n").replace("\n", "\r\n")
+    path = tmp_path / name
+    path.write_bytes(crlf.encode())
+    out = kind.apply(path, crlf, want_for(channel=channel))  # type: ignore[attr-defined]
+    assert out != crlf and not out.endswith(("\n", "\r"))
+    assert "\n" not in out.replace("\r\n", "") and "\r" not in out.replace("\r\n", "")
+    assert kind.apply(path, out, want_for(channel=channel)) == out  # type: ignore[attr-defined]
