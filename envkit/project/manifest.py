@@ -217,18 +217,37 @@ def lowest_python(requires: Optional[str]) -> Optional[str]:
     return None
 
 
+def _item_key(item: Any) -> str:
+    """What a list item is, whatever its version says: a requirement's name (pip's ``torch==2.1.0``,
+    conda's ``pytorch=2.1.0``), else the item's text (an option line, a table). Items of one key
+    are edited in place, so the comment ruamel keeps by an item's place stays on its line."""
+    if isinstance(item, str) and not item.startswith("-"):
+        name = requirement_name(item)
+        if name is None:
+            from envkit.specs.read import parse_conda_spec
+
+            pin = parse_conda_spec(item)
+            name = pin.name if pin is not None else None
+        if name is not None:
+            return f"name:{name}"
+    return repr(item)
+
+
 def edit_sequence(seq: MutableSequence[Any], new: Sequence[Any]) -> bool:
     """Make ``seq`` (a tomlkit array, a ruamel list, a list) equal ``new`` with the fewest item
     edits, so the items left alone keep their comments and layout. True when anything changed."""
     old = [unwrap(v) for v in seq]
     if old == list(new):
         return False
-    # Items may be tables or mappings (unhashable): the matcher compares their texts.
+    # Items may be tables or mappings (unhashable): the matcher compares keys (texts, or names).
     ops = difflib.SequenceMatcher(
-        a=list(map(repr, old)), b=list(map(repr, new)), autojunk=False
+        a=list(map(_item_key, old)), b=list(map(_item_key, new)), autojunk=False
     ).get_opcodes()
     for tag, i1, i2, j1, j2 in reversed(ops):  # from the end: earlier indexes stay valid
-        if tag == "equal":
+        if tag == "equal":  # the same items, maybe at other versions: replaced where they differ
+            for k in range(i2 - i1):
+                if unwrap(seq[i1 + k]) != new[j1 + k]:
+                    seq[i1 + k] = new[j1 + k]
             continue
         replaced = min(i2 - i1, j2 - j1)
         for k in range(replaced):

@@ -4,6 +4,7 @@ the same."""
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -477,3 +478,17 @@ def test_windows_line_breaks_and_no_final_one_are_kept(
     assert out != crlf and not out.endswith(("\n", "\r"))
     assert "\n" not in out.replace("\r\n", "") and "\r" not in out.replace("\r\n", "")
     assert kind.apply(path, out, want_for(channel=channel)) == out  # type: ignore[attr-defined]
+
+
+def test_a_pip_section_comment_stays_on_its_line(tmp_path: Path) -> None:
+    """ruamel keeps a comment by the item's place in the list: the torch line's '# pinned' moved to
+    the --extra-index-url line the edit put in its place. Items are matched by what they are (the
+    requirement's name, the option), so the comment stays with torch."""
+    text = (
+        "name: x\ndependencies:\n  - pip\n  - pip:\n"
+        "      - --extra-index-url https://download.pytorch.org/whl/cu118\n"
+        "      - torch==2.1.0+cu118   # pinned\n      - einops   # rearrange\n"
+    )
+    out = edited(conda_env, tmp_path / "environment.yml", text, want_for())
+    assert re.search(r"\n      - torch==2\.14\.1\+cu126 +# pinned\n", out) and "einops   # rearrange\n" in out
+    assert "pypi.org/simple\n" in out  # the PyPI line carries no comment
