@@ -332,6 +332,20 @@ class IncompatibleGpu:
 
 
 @dataclass(frozen=True)
+class ExtensionBinary:
+    """One shared object of an installed extension (flash_attn_2_cuda…so), as glibc's ld.so
+    resolves it with torch's lib folder on the search path and every symbol bound
+    (LD_TRACE_LOADED_OBJECTS, LD_BIND_NOW, LD_WARN: what ``ldd -r`` asks): the torch and CUDA
+    libraries it needs and the torch C++ symbols none of them provides."""
+
+    package: str  # the distribution, normalized: "flash-attn"
+    file: str
+    needed: tuple[str, ...] = ()  # its torch and CUDA runtime DT_NEEDED sonames: libc10.so, libcudart.so.12
+    not_found: tuple[str, ...] = ()  # sonames the loader could not find
+    undefined: tuple[str, ...] = ()  # torch's C++ symbols (c10::, at::, torch::) it needs and none exports
+
+
+@dataclass(frozen=True)
 class ResolvedLib:
     """One library of torch's DT_NEEDED chain, resolved as glibc's ld.so does (elf/dl-load.c
     _dl_map_object: an object already loaded under that name, DT_RPATH without DT_RUNPATH,
@@ -384,6 +398,9 @@ class TorchFacts:
     # torch's CUDA libraries as the dynamic loader picks them (envkit.detect.loader): the DT_NEEDED
     # chain of libtorch_global_deps.so and libtorch_cuda.so; () when not read (a CPU build, a paste).
     loader: tuple[ResolvedLib, ...] = ()
+    # The compiled extensions' own .so files as the loader sees them beside this torch
+    # (envkit.detect.extensions); () when not read (no extension envkit knows, a paste).
+    extension_binaries: tuple[ExtensionBinary, ...] = ()
 
     @property
     def installed(self) -> bool:

@@ -100,11 +100,48 @@ def _built_for(
     return findings
 
 
+def _loader(dist: Distribution, build: TorchBuild, facts: Facts) -> tuple[list[tuple[Status, str]], bool]:
+    """(findings from the loader's view of the distribution's .so files, whether they all load)."""
+    binaries = [b for b in facts.torch.extension_binaries if b.package == dist.name]
+    findings: list[tuple[Status, str]] = []
+    label = f"{dist.name} {dist.version}"
+    for binary in binaries:
+        name = binary.file.rsplit("/", 1)[-1]
+        if binary.undefined:
+            symbol = binary.undefined[0]
+            # std::string is "Ss" in the old C++ ABI's mangling, "…__cxx1112basic_string…" in the new.
+            abi = "__cxx11" in symbol or re.search(r"Ss(?:[A-Z_0-9]|$)", symbol) is not None
+            why = "the other C++ ABI than torch's" if abi else "another torch"
+            findings.append(
+                (
+                    Status.FAIL,
+                    f"{label} ({name}) was built for {why}: the loader finds no {symbol} in {here(build)}",
+                )
+            )
+        wanted = build.variant[2:-1] if build.variant.startswith("cu") else None
+        for soname in binary.not_found:
+            major = re.match(r"libcudart\.so\.(\d+)", soname)
+            if major is not None and wanted is not None and major.group(1) != wanted:
+                findings.append(
+                    (
+                        Status.FAIL,
+                        f"{label} ({name}) was built for CUDA {major.group(1)}: torch is {build.variant}",
+                    )
+                )
+    return findings, bool(binaries) and not findings and not any(b.not_found for b in binaries)
+
+
+def here(build: TorchBuild) -> str:
+    return f"torch {build.torch}+{build.variant}"
+
+
 def _judge(ext: Extension, dist: Distribution, build: TorchBuild, facts: Facts) -> tuple[Status, str]:
     if dist.version is None:
         return Status.SKIP, f"{dist.name}: no version to judge"
     release = ext.release(Version(dist.version.public))
     findings = _built_for(dist, release, build)
+    loaded, loads = _loader(dist, build, facts)
+    findings += loaded
     label = f"{dist.name} {dist.version}"
     gpus = _gpus(facts) if build.variant.startswith("cu") else []
     old = [n for n, cc in gpus if ext.min_cc is not None and cc < ext.min_cc]
@@ -120,7 +157,11 @@ def _judge(ext: Extension, dist: Distribution, build: TorchBuild, facts: Facts) 
             return max(findings, key=lambda f: f[0] is Status.FAIL)
         return Status.SKIP, f"{label}: not in envkit's table of {ext.name} releases"
     found = match_release(release, build)
-    if found is None and not findings:
+    if found is None and not findings and loads:
+        findings.append(
+            (Status.PASS, f"{label} was built here: the loader resolves every torch symbol it needs")
+        )
+    elif found is None and not findings:
         if ext.kind in ("compiled", "pinned", "ctypes") and release.wheels:
             what = describe_sets(release)
             findings.append(
@@ -160,6 +201,9 @@ def _judge(ext: Extension, dist: Distribution, build: TorchBuild, facts: Facts) 
             )
     if not findings:
         return Status.PASS, f"{label} fits torch {build.torch}+{build.variant}"
+    if all(s is Status.PASS for s, _ in findings):
+        return Status.PASS, "; ".join(text for _, text in findings)
+    findings = [f for f in findings if f[0] is not Status.PASS]
     worst = Status.FAIL if any(s is Status.FAIL for s, _ in findings) else Status.WARN
     return worst, "; ".join(text for _, text in findings)
 

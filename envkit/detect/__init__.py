@@ -215,12 +215,27 @@ def _python_and_loader(
     """The environment probe's facts, with the loader's view of a CUDA build's libraries
     (envkit.detect.loader) and its notes."""
     python, torch = detect_python(system, interp)
+    if torch.location:
+        # The compiled extensions' files as the loader sees them (envkit.detect.extensions).
+        torch = _with_extension_binaries(system, torch, python)
     if torch.cuda is None or not torch.location:
         return python, torch, ()
     from envkit.detect.loader import loader_view
 
     libs, notes = loader_view(system, torch, python)
     return python, dataclasses.replace(torch, loader=libs), notes
+
+
+def _with_extension_binaries(system: System, torch: TorchFacts, python: Optional[PythonFacts]) -> TorchFacts:
+    """torch with its compiled extensions' .so files as the loader sees them
+    (envkit.detect.extensions); only extensions envkit knows, each run bounded."""
+    from envkit.detect.extensions import extension_binaries
+    from envkit.knowledge.extensions import load_extensions
+
+    compiled = frozenset(n for n, e in load_extensions().items() if e.kind in ("compiled", "pinned"))
+    if not any(d.name in compiled for d in torch.distributions):
+        return torch
+    return dataclasses.replace(torch, extension_binaries=extension_binaries(system, torch, python, compiled))
 
 
 def _unanswered_driver(files: Optional[DriverFacts]) -> DriverFacts:

@@ -381,12 +381,32 @@ def render_uv(plan: Plan, template: Template, source: PipSource, env_name: str, 
     out += [f"    {_toml(r)}," for r in (*source.pins, *source.extras)]
     out += ["]", ""]
     marker = _MARKERS.get(plan.platform)
-    if marker:
+    options = list(zip(source.ext_options[::2], source.ext_options[1::2]))
+    links = [value for option, value in options if option == "--find-links"]
+    if marker or links:
+        out.append("[tool.uv]")
+        if marker:
+            where = f"{plan.platform} only: the {plan.variant} build exists for the planned platform;"
+            only = f"# Resolve for {where}"
+            out += [
+                only,
+                "# uv resolves for every platform otherwise (uv docs: 'Limited resolution environments').",
+                f"environments = [{_toml(marker)}]",
+            ]
+        if links:
+            out += [
+                "# The extensions' own wheel pages (PyG's data.pyg.org): pip's --find-links.",
+                f"find-links = [{', '.join(_toml(u) for u in links)}]",
+            ]
+        out.append("")
+    extra = [value for option, value in options if option == "--extra-index-url"]
+    for n, url in enumerate(extra, 1):
         out += [
-            "[tool.uv]",
-            f"# Resolve for {plan.platform} only: the {plan.variant} build exists for the planned platform;",
-            "# uv resolves for every platform otherwise (uv docs: 'Limited resolution environments').",
-            f"environments = [{_toml(marker)}]",
+            f"# Where {', '.join(p.name for p in plan.extensions if p.index == url)} comes from (explicit).",
+            "[[tool.uv.index]]",
+            f'name = "extension-{n}"',
+            f"url = {_toml(url)}",
+            "explicit = true",
             "",
         ]
     index = source.torch_index or source.torch_links
@@ -411,9 +431,19 @@ def render_uv(plan: Plan, template: Template, source: PipSource, env_name: str, 
         if url != default:
             out.append("# Credentials: set UV_INDEX_PYPI_MIRROR_USERNAME and UV_INDEX_PYPI_MIRROR_PASSWORD.")
         out += ["[[tool.uv.index]]", 'name = "pypi-mirror"', f"url = {_toml(url)}", "default = true", ""]
-    if index is not None:
+    ext_sources = [
+        (p.name, f"extension-{extra.index(p.index) + 1}") for p in plan.extensions if p.index in extra
+    ]
+    # An extension on the torch index itself (xformers' +cu118 builds) comes from that index too.
+    ext_sources += [
+        (p.name, source.torch_index_name)
+        for p in plan.extensions
+        if index is not None and p.where == "index" and p.index and p.index.rstrip("/") == index.rstrip("/")
+    ]
+    if index is not None or ext_sources:
         out.append("[tool.uv.sources]")
-        names = [p.split("==", 1)[0] for p in source.pins]
+        names = [p.split("==", 1)[0] for p in source.pins] if index is not None else []
         out += [f"{n} = {{ index = {_toml(source.torch_index_name)} }}" for n in names]
+        out += [f"{n} = {{ index = {_toml(i)} }}" for n, i in ext_sources]
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"

@@ -224,6 +224,9 @@ def test_a_compiled_extension_built_against_this_torch_passes_verify(
     (check,) = json.loads(verify.stdout)["checks"]
     assert (check["id"], check["status"]) == ("verify.extensions", "pass"), check
     assert check["metrics"]["extensions"][0]["ok"] is True
+    doctor = envkit("doctor", "--python", python, "--json", envs=tmp_path / "envs")
+    (ext,) = [c for c in json.loads(doctor.stdout)["checks"] if c["id"] == "torch.extensions"]
+    assert ext["status"] == "pass", ext
 
     # The same module built with the pre-C++11 ABI refers to a c10 symbol torch 2.13 does not export.
     bad = _pyg_lib_wheel(tmp_path / "bad", tmp_path / "build-bad", cxx11_abi=False)
@@ -236,3 +239,8 @@ def test_a_compiled_extension_built_against_this_torch_passes_verify(
     (check,) = json.loads(verify.stdout)["checks"]
     assert check["status"] == "fail" and check["metrics"]["failure_class"] == "cxx11_abi", check
     assert "undefined symbol" in check["detail"]
+    # doctor sees it without importing anything: ld.so on the .so, beside torch's lib folder.
+    doctor = envkit("doctor", "--python", python, "--json", envs=tmp_path / "envs")
+    (ext,) = [c for c in json.loads(doctor.stdout)["checks"] if c["id"] == "torch.extensions"]
+    assert ext["status"] == "fail" and "the other C++ ABI than torch's" in ext["summary"], ext
+    assert "pyg-lib==0.8.0+pt213cpu" in ext["fix"]

@@ -84,3 +84,32 @@ def test_a_pasted_report_is_judged_from_its_pip_lines() -> None:
     assert result.status is Status.WARN
     assert result.summary.startswith("no prebuilt flash-attn 2.6.3 wheel fits torch 2.6.0+cu124")
     assert "cu12torch2.6cxx11abiFALSE-cp312-cp312" in result.fix
+
+
+def test_the_loaders_verdict_on_an_extension_binary() -> None:
+    import dataclasses
+
+    from envkit.facts import ExtensionBinary
+
+    fa = Distribution("flash-attn", Version("2.6.3"))
+    base = facts("2.6.0+cu124", fa)
+    # Dao-AILab/flash-attention#1832's symbol: the C++11 ABI's std::string in c10::Error's constructor.
+    symbol = "_ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
+    so = "/venv/lib/python3.12/site-packages/flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so"
+    bad = ExtensionBinary("flash-attn", so, ("libc10.so", "libtorch.so"), (), (symbol,))
+    result = check_extensions(
+        dataclasses.replace(base, torch=dataclasses.replace(base.torch, extension_binaries=(bad,)))
+    )
+    assert result.status is Status.FAIL
+    assert "was built for the other C++ ABI than torch's: the loader finds no _ZN3c105Error" in result.summary
+    # Built from source against this torch: every symbol resolves, so no prebuilt wheel is needed.
+    good = ExtensionBinary("flash-attn", so, ("libc10.so", "libtorch.so", "libcudart.so.12"), (), ())
+    built = check_extensions(
+        dataclasses.replace(base, torch=dataclasses.replace(base.torch, extension_binaries=(good,)))
+    )
+    assert built.status is Status.PASS and "was built here" in built.detail
+    cuda11 = ExtensionBinary("flash-attn", so, ("libc10.so",), ("libcudart.so.11.0",), ())
+    other = check_extensions(
+        dataclasses.replace(base, torch=dataclasses.replace(base.torch, extension_binaries=(cuda11,)))
+    )
+    assert other.status is Status.FAIL and "was built for CUDA 11: torch is cu124" in other.summary

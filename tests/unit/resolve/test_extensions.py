@@ -151,3 +151,23 @@ def test_deepspeed_installs_from_its_sdist_and_apex_only_builds() -> None:
     (apex,) = resolve(K, target(), with_("apex", allow_build=True)).extensions
     assert apex.build is not None and "exactly" in apex.build.nvcc
     assert apex.requirement == "apex @ git+https://github.com/NVIDIA/apex.git@25.09"
+
+
+def test_specs_carry_the_extensions_after_torch() -> None:
+    """requirements.txt and uv's pyproject.toml, each read back with its own parser."""
+    import tomllib
+
+    from envkit.specs.render import render_specs
+    from envkit.specs.template import load_template
+
+    template = load_template("pt2-minimal")
+    v100 = resolve(K, target(driver="535.104.05", cc=(7, 0)), with_("xformers"))
+    req = render_specs(v100, template, "pip")["requirements.txt"]
+    lines = [line for line in req.splitlines() if line and not line.startswith("#")]
+    assert lines[-2:] == ["torch==2.7.0+cu118", "xformers==0.0.30+cu118"]  # on the torch index itself
+    uv = tomllib.loads(render_specs(v100, template, "uv")["pyproject.toml"])
+    assert uv["tool"]["uv"]["sources"]["xformers"] == {"index": "pytorch-cu118"}
+    pyg = resolve(K, target(), with_("torch-scatter"))
+    uv = tomllib.loads(render_specs(pyg, template, "uv")["pyproject.toml"])
+    assert uv["tool"]["uv"]["find-links"] == ["https://data.pyg.org/whl/torch-2.8.0+cu126.html"]
+    assert "torch-scatter==2.1.2+pt28cu126" in uv["project"]["dependencies"]
