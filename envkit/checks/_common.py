@@ -69,6 +69,19 @@ def pip_command(facts: Facts, *, installs: bool = True) -> str:
     return f"{python.executable} -m pip"
 
 
+def deep_hint(facts: Facts, what: str) -> str:
+    """Where ``what`` (torch's own answer: its architecture list, is_available()) would come from,
+    never the command just run: ``envkit doctor --deep`` here; where --deep ran and did not say, its
+    error; for a pasted report, the same run on the machine it came from."""
+    deep = facts.torch.deep
+    if deep is not None:
+        why = deep.error or "torch answered without it"
+        return f"the --deep probe ran and did not report {what} ({why})"
+    if facts.python is not None and facts.python.selected_by in ("collect_env", "error text"):
+        return f"`envkit doctor --deep` on the machine the text came from reads {what} from torch itself"
+    return f"`envkit doctor --deep` reads {what} from torch itself"
+
+
 def torch_absent(facts: Facts) -> str:
     """Why a check about torch skips when torch is not seen: not installed, or (a text that shows
     neither torch's version nor its package list) not known."""

@@ -15,7 +15,14 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Final, Optional
 
-from envkit.checks._common import headline, join_lines, outranked_by_evidence, pip_command, torch_absent
+from envkit.checks._common import (
+    deep_hint,
+    headline,
+    join_lines,
+    outranked_by_evidence,
+    pip_command,
+    torch_absent,
+)
 from envkit.errors import NoBuildError
 from envkit.knowledge import Knowledge, load_knowledge
 from envkit.report import CheckResult, Status
@@ -280,7 +287,7 @@ def _minor_version(facts: Facts, k: Knowledge, floor: rules.FloorVerdict, label:
         detail=join_lines(
             mvc,
             "whether a GPU here needs the build's PTX is not known (no GPU with a known compute "
-            "capability, or no architecture list for this build: `envkit doctor --deep` reads it)",
+            f"capability, or no architecture list for this build: {deep_hint(facts, 'the list')})",
         ),
         fix=join_lines(f"upgrade the driver to ≥ {own}", *_another_build(facts, k)),
     )
@@ -427,9 +434,7 @@ def check_gpu_arch(facts: Facts) -> CheckResult:
             cid,
             Status.SKIP,
             f"{name} is {unknown}",
-            detail=join_lines(
-                bound, "run `envkit doctor --deep` to read the build's architecture list from torch itself"
-            ),
+            detail=join_lines(bound, deep_hint(facts, "the build's architecture list")),
         )
     return CheckResult(
         cid,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Final, Optional
 
-from envkit.checks._common import fix_lines, join_lines, pip_command, torch_absent
+from envkit.checks._common import deep_hint, fix_lines, join_lines, pip_command, torch_absent
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ def check_torch_cuda_available(facts: Facts) -> CheckResult:
             Status.SKIP,
             "nothing says whether torch can use CUDA",
             detail="no 'Is CUDA available' line, no deep probe and no message from torch",
-            fix="envkit doctor --deep  (imports torch in the inspected environment and asks it)",
+            fix=deep_hint(facts, "whether torch can use CUDA"),
         )
     reason, driver_fixes = _reason(facts, kind, available)
     said = f"torch said: {torch.cuda_init_message}" if torch.cuda_init_message else ""

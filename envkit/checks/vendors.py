@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, Optional
 
-from envkit.checks._common import headline, join_lines, plural
+from envkit.checks._common import deep_hint, headline, join_lines, plural
 from envkit.checks.compat import plan_fix
 from envkit.knowledge import load_knowledge
 from envkit.knowledge.vendors import normalize_gfx, rocm_version
@@ -211,7 +211,7 @@ def check_gfx_arch(facts: Facts) -> CheckResult:
             cid,
             Status.SKIP,
             f"{name} is not an official ROCm wheel envkit knows",
-            detail="run `envkit doctor --deep` to read the build's gfx list from torch itself",
+            detail=deep_hint(facts, "the build's gfx list"),
         )
     missing = [g for g in gpus if g.arch not in built]
     listing = f"gfx targets ({origin}): {' '.join(built)}"

@@ -199,7 +199,11 @@ def _container_plan(
         try:
             moved = resolve(k, dataclasses.replace(target, python=python), request)
             image = choose_image(moved, k, want=want)
-        except (InputError, NoBuildError):
+        except InputError as error:
+            if "starts on driver" in error.message:  # an image of this Python the driver cannot start
+                missing = error
+            continue
+        except NoBuildError:
             continue
         options.append((moved.torch, image.cuda, python, moved, image))
     if not options:

@@ -183,6 +183,24 @@ def choose_image(
         if len(near) > _LISTED:
             have += f" and {len(near) - _LISTED} more (envkit/knowledge/containers.toml)"
         python = f", python {plan.python}" if plan.python else ""
+        if driver is not None and want is ImageKind.CUDA_RUNTIME:
+            # Images of the plan's CUDA and Python that this driver cannot start: say which driver
+            # starts the newest of them, and that the pip files alone need none of it.
+            blocked = [
+                i
+                for i in kin
+                if i.cuda.major == cuda.major and _mm(i.cuda) <= _mm(cuda) and _same_python(i, plan.python)
+            ]
+            if blocked:
+                image = max(blocked, key=_preference)
+                need = image_floor(k, image, None).toolkit_driver
+                raise InputError(
+                    f"no cuda-runtime base image envkit knows starts on driver {driver} for torch "
+                    f"{plan.torch} CUDA {plan.cuda}{python}: an nvidia/cuda image needs a driver of its "
+                    "CUDA or newer (its NVIDIA_REQUIRE_CUDA is checked before the container starts)",
+                    hint=(f"upgrade the driver to ≥ {need} for {image.ref}; or " if need else "")
+                    + "--format pip for the requirements alone (the torch wheels bring their own CUDA)",
+                )
         raise InputError(
             f"no {want} base image in envkit's containers.toml fits torch {plan.torch} "
             f"CUDA {plan.cuda}{python}" + (f" and driver {driver}" if driver else ""),

@@ -265,3 +265,36 @@ def test_a_path_on_a_planning_command_is_read_for_its_version(tmp_path: Path) ->
     assert target.python == Version(f"{sys.version_info[0]}.{sys.version_info[1]}")
     with pytest.raises(InputError, match="neither a Python version"):
         make_target(System(), PlanFlags(driver="550.54.15", python=str(tmp_path / "nothing")))
+
+
+# Failures point to the next step, never to what was just run -----------------------------------
+
+
+def test_a_deep_run_that_did_not_say_is_not_told_to_run_deep() -> None:
+    from envkit.checks.compat import check_gpu_arch
+    from envkit.facts import DeepTorchFacts
+
+    # A local build (no official list) whose --deep probe did not answer: the hint names why, not
+    # `envkit doctor --deep` again.
+    deep = DeepTorchFacts(ok=False, error="import torch did not finish in 20 s")
+    facts = machine("550.54.15", "NVIDIA A100-SXM4-80GB", (8, 0), "2.1.0a0+git1234", "12.1", deep=deep)
+    result = check_gpu_arch(facts)
+    assert result.status is Status.SKIP
+    assert "envkit doctor --deep" not in result.detail
+    assert "the --deep probe ran and did not report the build's architecture list" in result.detail
+    shallow = machine("550.54.15", "NVIDIA A100-SXM4-80GB", (8, 0), "2.1.0a0+git1234", "12.1")
+    assert "`envkit doctor --deep` reads the build's architecture list" in check_gpu_arch(shallow).detail
+
+
+def test_a_container_spec_the_driver_cannot_start_says_which_driver_would() -> None:
+    flags = PlanFlags(driver="470.82.01", gpus=("A100",), platform="linux-x86_64")
+    with pytest.raises(InputError) as info:
+        spec_command.render(
+            System(), "pt2", flags, fmt="docker", out=".", mirrors=(), pip_in_conda=False,
+            name=None, to_stdout=True, force=False,
+        )  # fmt: skip
+    assert "starts on driver 470.82.01" in info.value.message and "NVIDIA_REQUIRE_CUDA" in info.value.message
+    assert info.value.hint is not None and info.value.hint.startswith(
+        "upgrade the driver to ≥ 520.61.05 for nvidia/cuda:11.8.0"
+    )
+    assert "--format pip" in info.value.hint and "--python or --cuda" not in info.value.hint
