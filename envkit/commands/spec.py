@@ -184,9 +184,11 @@ def _container_plan(
         missing, plan = error, None
     if plan is not None and want is ImageKind.PYTORCH and not torch_given and plan.cuda is not None:
         return _pytorch_image_plan(k, target, request, plan, template)
+    if plan is not None and plan.cuda is None:
+        return _os_image_plan(k, target, request, plan, python_given=python_given)
     if plan is not None:
-        if python_given or want is not ImageKind.CUDA_RUNTIME or plan.cuda is None:
-            return plan  # an NGC / pytorch image brings its own Python; a CPU plan gets no image
+        if python_given or want is not ImageKind.CUDA_RUNTIME:
+            return plan  # an NGC / pytorch image brings its own Python
         try:
             choose_image(plan, k, want=want)
             return plan  # an image has this Python
@@ -215,6 +217,35 @@ def _container_plan(
         f"{image.ref} (pass --python to insist, with a --cuda whose image has it)"
     )
     return dataclasses.replace(moved, warnings=(*moved.warnings, why))
+
+
+def _os_image_plan(k: Knowledge, target: Target, request: Request, plan: Plan, *, python_given: bool) -> Plan:
+    """A ROCm, XPU or CPU plan's image is a plain OS one (its wheels bring their GPU user space):
+    where none has the plan's Python and --python did not insist, the plan moves to the Python of
+    one that has a build, with a warning, as for CUDA runtime images."""
+    from envkit.knowledge.containers import load_os_images
+    from envkit.resolve import resolve
+    from envkit.specs.container import choose_os_image, container_warnings
+
+    extra = tuple(container_warnings(plan))
+    try:
+        choose_os_image(plan)
+        return dataclasses.replace(plan, warnings=(*plan.warnings, *extra))
+    except InputError:
+        if python_given:
+            raise
+    for image in sorted(load_os_images(), key=lambda i: i.python, reverse=True):
+        try:
+            moved = resolve(k, dataclasses.replace(target, python=image.python), request)
+        except NoBuildError:
+            continue
+        why = (
+            f"Python {plan.python} is no base image's python3: planned for Python {image.python}, the "
+            f"python3 of {image.ref} (pass --python to insist)"
+        )
+        return dataclasses.replace(moved, warnings=(*moved.warnings, why, *extra))
+    choose_os_image(plan)  # raises, naming the images there are
+    return plan
 
 
 def _pytorch_image_plan(

@@ -13,7 +13,7 @@ from envkit._serial import StrEnum
 from envkit.knowledge._table import KnowledgeError, Row, read_table, table_rows
 from envkit.versions import NvVersion, Version
 
-__all__ = ["BaseImage", "ImageKind", "load_images", "read_images"]
+__all__ = ["BaseImage", "ImageKind", "OsImage", "load_images", "load_os_images", "read_images"]
 
 # registry/name:tag, no digest: what a FROM line and Apptainer's "From:" take.
 _REF_RE: Final = re.compile(r"^[a-z0-9][a-z0-9._/-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -96,10 +96,41 @@ def _drivers(row: Row, field: str) -> tuple[NvVersion, ...]:
     return tuple(sorted(drivers))
 
 
+@dataclass(frozen=True)
+class OsImage:
+    """A plain OS image (``[[os_image]]``, ubuntu:24.04) for wheels that bring their GPU user space
+    themselves: the ROCm wheels bundle ROCm's libraries, the XPU wheels the SYCL runtime, the CPU
+    wheels need none. No CUDA in it, so none of the CUDA image rules applies."""
+
+    ref: str
+    os: str
+    python: Version  # the OS's python3
+    source: str
+
+    @property
+    def publisher(self) -> str:
+        name = self.ref.split(":", 1)[0]
+        return f"the {name} image, hub.docker.com/_/{name}; its python3 is {self.os}'s {self.python}"
+
+
+def load_os_images() -> tuple[OsImage, ...]:
+    """containers.toml's ``[[os_image]]`` rows, validated."""
+    rows = table_rows(read_table("containers"), "containers.toml", "os_image")
+    images = []
+    for row in rows:
+        ref = row.text("ref")
+        if not _REF_RE.match(ref):
+            raise row.fail("ref", "an image reference like ubuntu:24.04")
+        python = Version(str(row.version("python")))
+        images.append(OsImage(ref, row.text("os"), python, row.source()))
+    return tuple(images)
+
+
 def read_images() -> tuple[BaseImage, ...]:
     """containers.toml's rows, validated (a bad row names its file, position and field); read by
     envkit.knowledge.load_knowledge with the other tables (Knowledge.images)."""
     images = tuple(_image(r) for r in table_rows(read_table("containers"), "containers.toml", "image"))
+    load_os_images()  # the [[os_image]] rows are checked with the rest of the file
     refs = [i.ref for i in images]
     if len(set(refs)) != len(refs):
         raise KnowledgeError("containers.toml: an image is listed twice")

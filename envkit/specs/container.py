@@ -17,10 +17,10 @@ would stay in the image's history.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Optional
+from typing import TYPE_CHECKING, Final, Optional, Union
 
 from envkit.errors import InputError
-from envkit.knowledge.containers import BaseImage, ImageKind, load_images
+from envkit.knowledge.containers import BaseImage, ImageKind, OsImage, load_images, load_os_images
 from envkit.resolve import rules
 from envkit.specs.pip import comment, header
 from envkit.versions import NvVersion, Version
@@ -36,7 +36,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTAINER_FORMATS",
+    "apptainer_gpu_flag",
     "choose_image",
+    "choose_os_image",
+    "container_warnings",
+    "docker_gpu_flags",
     "forward_compatible",
     "image_fits",
     "image_floor",
@@ -144,7 +148,7 @@ def choose_image(
     if plan.cuda is None:
         raise InputError(
             f"--format docker/apptainer: the plan is a {plan.variant} build; containers.toml has "
-            "CUDA base images only",
+            "CUDA base images only for it",
             hint="plan a CUDA build (--cuda auto or --cuda 12.8)",
         )
     driver = plan.target.checked_driver
@@ -223,12 +227,64 @@ def _preference(image: BaseImage) -> tuple[Version, bool, Version, str]:
     return (image.cuda, "cudnn" not in image.ref, image.python or Version("0"), image.ref)
 
 
+def choose_os_image(plan: Plan) -> OsImage:
+    """The OS image for a plan whose wheels bring their own GPU user space (ROCm, XPU) or need none
+    (CPU): the one whose python3 is the plan's Python; InputError listing them when none is."""
+    rows = load_os_images()
+    fits = [i for i in rows if _same_python_os(i, plan.python)]
+    if not fits:
+        have = ", ".join(f"{i.ref} (python {i.python})" for i in rows) or "none"
+        raise InputError(
+            f"no OS base image in envkit's containers.toml has python {plan.python} for torch "
+            f"{plan.torch}+{plan.variant}",
+            hint=f"it has {have}; pass --python to match one",
+        )
+    return max(fits, key=lambda i: (i.python, i.ref))
+
+
+def _same_python_os(image: OsImage, python: Optional[Version]) -> bool:
+    return python is None or _mm(image.python) == _mm(python)
+
+
+def container_warnings(plan: Plan) -> list[str]:
+    """What an image for a plan needs beyond its wheels: an XPU build reaches the GPU through
+    Level Zero, whose runtime is part of Intel's GPU driver, not of the wheels."""
+    if plan.variant == "xpu":
+        why = (
+            "an XPU image needs Intel's GPU user-space driver (Level Zero and the compute runtime) "
+            "beside the wheels: install it in the image (dgpu-docs.intel.com/driver/installation.html) "
+            "and run with --device=/dev/dri"
+        )
+        return [why]
+    return []
+
+
+# How a container reaches the GPUs: NVIDIA through the container toolkit (--gpus all); AMD's ROCm
+# through the KFD and DRI device files and the video group (ROCm docs, "Running ROCm Docker
+# containers": --device=/dev/kfd --device=/dev/dri --group-add video); Intel through /dev/dri.
+def docker_gpu_flags(plan: Plan) -> str:
+    if plan.variant.startswith("rocm") or (plan.target.has_amd and plan.cuda is None):
+        return " --device=/dev/kfd --device=/dev/dri --group-add video"
+    if plan.variant == "xpu":
+        return " --device=/dev/dri"
+    return " --gpus all" if plan.target.has_nvidia else ""
+
+
+def apptainer_gpu_flag(plan: Plan) -> str:
+    """Apptainer's GPU option: --nv (NVIDIA), --rocm (AMD); Intel's /dev/dri is bound by default."""
+    if plan.variant.startswith("rocm"):
+        return " --rocm"
+    return " --nv" if plan.cuda is not None else ""
+
+
 def _verify_line(plan: Plan) -> str:
-    gpus = " --gpus all" if plan.target.has_nvidia else ""
+    gpus = docker_gpu_flags(plan)
     return f"docker run --rm{gpus} -it IMAGE, then inside it: envkit verify --python {VENV}/bin/python"
 
 
-def render_dockerfile(plan: Plan, template: Template, source: PipSource, regen: str, image: BaseImage) -> str:
+def render_dockerfile(
+    plan: Plan, template: Template, source: PipSource, regen: str, image: Union[BaseImage, OsImage]
+) -> str:
     use = "docker build -t IMAGE ." + "".join(f" --secret id={s},env={s}" for s in source.secrets)
     lines = ["# syntax=docker/dockerfile:1"]
     lines += comment(header(plan, template.name, use, regen))
@@ -236,7 +292,7 @@ def render_dockerfile(plan: Plan, template: Template, source: PipSource, regen: 
         [f"Base image: {image.ref} ({image.publisher})", "Check it on a GPU node:", f"  {_verify_line(plan)}"]
     )
     lines += [f"FROM {image.ref}", "ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1"]
-    if image.kind is ImageKind.CUDA_RUNTIME:
+    if _os_python(image):
         lines += [
             "RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv \\",
             "    && rm -rf /var/lib/apt/lists/*",
@@ -250,26 +306,34 @@ def render_dockerfile(plan: Plan, template: Template, source: PipSource, regen: 
     return "\n".join(lines) + "\n"
 
 
-def render_apptainer(plan: Plan, template: Template, source: PipSource, regen: str, image: BaseImage) -> str:
+def _os_python(image: Union[BaseImage, OsImage]) -> bool:
+    """Whether the image's python3 is the OS's (installed with apt, a venv made of it)."""
+    return isinstance(image, OsImage) or image.kind is ImageKind.CUDA_RUNTIME
+
+
+def render_apptainer(
+    plan: Plan, template: Template, source: PipSource, regen: str, image: Union[BaseImage, OsImage]
+) -> str:
     if source.secrets:
         raise InputError(
             f"--format apptainer: the index needs credentials ({', '.join(source.secrets)}), and an "
             "Apptainer definition file has no secret mounts",
             hint="use --format docker (BuildKit secrets), or a mirror that needs no token",
         )
-    use = "apptainer build --nv IMAGE.sif Apptainer.def  (requirements.txt in the same folder)"
+    flag = apptainer_gpu_flag(plan)
+    use = f"apptainer build{flag} IMAGE.sif Apptainer.def  (requirements.txt in the same folder)"
     lines = ["Bootstrap: docker", f"From: {image.ref}", ""]
     lines += comment(header(plan, template.name, use, regen))
     lines += comment([f"Base image: {image.ref} ({image.publisher})"])
-    python = "python3" if image.kind is ImageKind.CUDA_RUNTIME else "python"
+    python = "python3" if _os_python(image) else "python"
     lines += ["", "%files", "    requirements.txt /opt/requirements.txt", "", "%post"]
-    if image.kind is ImageKind.CUDA_RUNTIME:
+    if _os_python(image):
         lines += [
             "    export DEBIAN_FRONTEND=noninteractive",
             "    apt-get update && apt-get install -y --no-install-recommends python3 python3-venv",
             "    rm -rf /var/lib/apt/lists/*",
         ]
-    site = "" if image.kind is ImageKind.CUDA_RUNTIME else " --system-site-packages"
+    site = "" if _os_python(image) else " --system-site-packages"
     lines += [
         f"    {python} -m venv{site} {VENV}",
         f"    {VENV}/bin/pip install --no-cache-dir -r /opt/requirements.txt",

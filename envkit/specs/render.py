@@ -26,6 +26,7 @@ from envkit.specs.conda import render_environment, render_virtual_packages
 from envkit.specs.container import (
     CONTAINER_FORMATS,
     choose_image,
+    choose_os_image,
     image_kind,
     render_apptainer,
     render_dockerfile,
@@ -186,7 +187,9 @@ def render_specs(
     if fmt == "pip":
         return {"requirements.txt": render_requirements(plan, template, source, regen)}
     if fmt in CONTAINER_FORMATS:
-        image = choose_image(plan, k, want=image_kind(template))
+        # ROCm, XPU and CPU wheels bring their GPU user space (or need none): a plain OS image.
+        want = image_kind(template)
+        image = choose_os_image(plan) if plan.cuda is None else choose_image(plan, k, want=want)
         pip_regen = regen_command(plan, template, "pip", mirrors=tuple(mirrors.values()))
         files = {"requirements.txt": render_requirements(plan, template, source, pip_regen)}
         if fmt == "docker":

@@ -50,3 +50,37 @@ def test_no_fitting_image_is_an_input_error_that_lists_the_table() -> None:
     with pytest.raises(InputError, match="no cuda-runtime base image") as err:
         render_specs(p, load_template("pt2"), "docker")
     assert "nvidia/cuda:12.8.0-runtime-ubuntu24.04" in (err.value.hint or "")
+
+
+# AMD, Intel and CPU wheels bring their GPU user space (or need none): a plain OS image ---------
+
+
+def vendor_plan(gpu: str, python: str = "3.12") -> object:
+    from envkit.knowledge import load_knowledge
+    from envkit.resolve import Request, resolve
+    from envkit.resolve.target import Target, target_from_flags
+
+    k = load_knowledge()
+    base = Target(platform="linux-x86_64", python=None)
+    return resolve(k, target_from_flags(k, base=base, gpus=(gpu,), python=python), Request())
+
+
+def test_a_rocm_plan_starts_from_ubuntu_and_reaches_the_gpu_through_kfd() -> None:
+    p = vendor_plan("MI300X")
+    files = render_specs(p, load_template("pt2"), "docker")  # type: ignore[arg-type]
+    docker = files["Dockerfile"]
+    assert "FROM ubuntu:24.04\n" in docker and "python3 -m venv /opt/venv" in docker
+    assert "docker run --rm --device=/dev/kfd --device=/dev/dri --group-add video -it IMAGE" in docker
+    assert "--gpus all" not in docker
+    assert "download.pytorch.org/whl/rocm" in files["requirements.txt"]
+    apptainer = render_specs(p, load_template("pt2"), "apptainer")["Apptainer.def"]  # type: ignore[arg-type]
+    assert apptainer.startswith("Bootstrap: docker\nFrom: ubuntu:24.04\n")
+    assert "apptainer build --rocm IMAGE.sif" in apptainer
+
+
+def test_an_xpu_plan_names_intels_device_and_an_os_image_needs_the_plans_python() -> None:
+    docker = render_specs(vendor_plan("Arc B580"), load_template("pt2"), "docker")["Dockerfile"]  # type: ignore[arg-type]
+    assert "FROM ubuntu:24.04\n" in docker and "docker run --rm --device=/dev/dri -it IMAGE" in docker
+    with pytest.raises(InputError, match="no OS base image") as err:
+        render_specs(vendor_plan("MI300X", python="3.11"), load_template("pt2"), "docker")  # type: ignore[arg-type]
+    assert "ubuntu:24.04 (python 3.12)" in (err.value.hint or "")
