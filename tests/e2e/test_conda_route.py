@@ -382,3 +382,24 @@ def test_lock_without_a_conda_binary_reads_back_with_conda_locks_parser(
     assert "pytorch-cuda 12.1 needs __cuda >=12.1, and the target has __cuda=12.0" in proc.stderr
     assert (out / "conda-lock.yml").read_bytes() == before
     assert sorted(p.name for p in out.iterdir()) == ["conda-lock.yml"]
+
+
+def test_a_damaged_package_in_the_cache_is_extracted_again(tmp_path: Path, channels: Path) -> None:
+    """rattler validates its package cache in full (envkit asks it to): a cached file whose bytes
+    no longer match the package's paths.json is replaced from the archive, not linked."""
+    rc = condarc(tmp_path / "condarc", channels.as_uri())
+    first = envkit(
+        tmp_path, rc, "--prefix", str(tmp_path / "envs" / "a"), "--channel", "conda", *CUDA_121, "--no-verify"
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    cached = next(
+        (tmp_path / "rattler-cache" / "pkgs").glob("pytorch-cuda-12.1-*/share/pytorch-cuda/VERSION")
+    )
+    damaged = cached.with_name("VERSION.tmp")
+    damaged.write_text("garbage\n")
+    damaged.replace(cached)  # a new file: env a's hard link keeps the good one
+    second = envkit(
+        tmp_path, rc, "--prefix", str(tmp_path / "envs" / "b"), "--channel", "conda", *CUDA_121, "--no-verify"
+    )
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert (tmp_path / "envs" / "b" / "share" / "pytorch-cuda" / "VERSION").read_text() == "12.1\n"
