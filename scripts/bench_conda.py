@@ -10,7 +10,8 @@ runs; medians and ratios.
 - rattler cold: an empty package cache each run (every .conda extracted, then linked);
 - rattler warm: the cache of the previous run (linking only: what a second environment costs);
 - pip: ``pip install --no-index --find-links`` into a fresh venv (the venv made before the clock
-  starts), resolving the same dependencies from the same files.
+  starts), resolving the same dependencies from the same files; and with ``--no-compile``, as pip
+  compiles every module to bytecode while rattler writes the package's files alone.
 
 Needs py-rattler and conda-package-handling (the test extra). Without --work a temporary folder is
 used and removed.
@@ -153,12 +154,14 @@ def rattler_run(channel: Path, prefix: Path, cache: Path) -> tuple[float, float,
     return wall, answer["solve_s"], answer["install_s"]
 
 
-def pip_run(wheelhouse: Path, venv: Path) -> float:
+def pip_run(wheelhouse: Path, venv: Path, *options: str) -> float:
     shutil.rmtree(venv, ignore_errors=True)  # a venv left by an interrupted run would have torch already
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     start = time.perf_counter()
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index"]
-    subprocess.run([*pip, "--find-links", str(wheelhouse), "torch==2.13.0"], check=True, timeout=1800)
+    subprocess.run(
+        [*pip, *options, "--find-links", str(wheelhouse), "torch==2.13.0"], check=True, timeout=1800
+    )
     return time.perf_counter() - start
 
 
@@ -182,12 +185,20 @@ def main() -> None:
             f"{len(wheel_files)} packages ({size:.0f} MB of wheels); channel ready in {took:.0f} s",
             file=sys.stderr,
         )
-        times: dict[str, list[float]] = {"pip install": [], "rattler cold": [], "rattler warm": []}
+        times: dict[str, list[float]] = {
+            "pip install": [],
+            "pip --no-compile": [],
+            "rattler cold": [],
+            "rattler warm": [],
+        }
         parts: dict[str, list[float]] = {"cold solve": [], "cold install": [], "warm install": []}
         warm_cache = work / "cache-warm"
         shutil.rmtree(warm_cache, ignore_errors=True)
         for run in range(args.runs):
             times["pip install"].append(pip_run(wheelhouse, work / f"pip-{run}"))
+            # pip compiles every .py to bytecode as it installs; a noarch conda package has no
+            # .pyc and rattler compiles nothing (conda would compile noarch: python packages).
+            times["pip --no-compile"].append(pip_run(wheelhouse, work / f"pipnc-{run}", "--no-compile"))
             cold = work / f"cache-cold-{run}"
             shutil.rmtree(cold, ignore_errors=True)
             wall, solve, install = rattler_run(channel, work / f"cold-{run}", cold)
@@ -199,7 +210,13 @@ def main() -> None:
             wall, _solve, install = rattler_run(channel, work / f"warm-{run}", warm_cache)
             times["rattler warm"].append(wall)
             parts["warm install"].append(install)
-            for old in (work / f"pip-{run}", work / f"cold-{run}", work / f"warm-{run}", cold):
+            for old in (
+                work / f"pip-{run}",
+                work / f"pipnc-{run}",
+                work / f"cold-{run}",
+                work / f"warm-{run}",
+                cold,
+            ):
                 shutil.rmtree(old, ignore_errors=True)
         print_medians(times, base="pip install")
         for name, values in parts.items():
