@@ -300,7 +300,8 @@ def _umask() -> int:
 
 
 # How long a write to a FIFO waits for a reader to open it, or to take the next piece, when the
-# caller gives no deadline of its own (a run's --timeout): past it the write is refused.
+# caller gives no deadline of its own (fleet --html, spec: commands without a --timeout); preflight
+# passes its run's deadline instead. Past it the write is refused.
 FIFO_WAIT_S: Final = 10.0
 
 
@@ -447,11 +448,12 @@ def _why(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def write_output(path: str, text: str, *, label: str) -> Path:
+def write_output(path: str, text: str, *, label: str, deadline: Optional[float] = None) -> Path:
     """:func:`write_atomic` for a file a user asked for (``--junit``, ``--html``): InputError (exit 2)
-    naming ``label`` when it cannot be written, instead of an internal error."""
+    naming ``label`` when it cannot be written, instead of an internal error. ``deadline``: the
+    run's (its --timeout), for a FIFO's reader; None: FIFO_WAIT_S."""
     check_output(path, label=label)
     try:
-        return write_atomic(path, text)
+        return write_atomic(path, text, deadline=deadline)
     except OSError as exc:
         raise InputError(f"{label}: cannot write it ({_why(exc)})") from None

@@ -998,7 +998,8 @@ def preflight(
 
         _print_text(npd_message(f"envkit: could not check: {exc.message}", {}) + "\n")
         raise
-    file_errors = files.write(report, strict=strict)
+    # A FIFO at a path waits for its reader within the run's --timeout (a hard budget), not longer.
+    file_errors = files.write(report, strict=strict, deadline=time.monotonic() + _left(timeout))
     if json_out:
         print_json(report.to_json(strict=strict))
     elif verbose:
@@ -1057,7 +1058,11 @@ def _watch(
         # a node whose watch has stopped.
         expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3 * interval + 60)
         errors = files.write(
-            report, strict=strict, watch=WatchState(runs, skipped, interval), labels_expire=expires
+            report,
+            strict=strict,
+            watch=WatchState(runs, skipped, interval),
+            labels_expire=expires,
+            deadline=time.monotonic() + min(timeout, interval),  # a FIFO's reader: before the next run
         )
         now = {e.message.split(":", 1)[0]: e.message for e in errors}
         for key, message in now.items():

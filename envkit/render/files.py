@@ -52,9 +52,10 @@ class ReportFiles:
         strict: bool = False,
         watch: Optional[WatchState] = None,
         labels_expire: Optional[datetime.datetime] = None,
+        deadline: Optional[float] = None,
     ) -> list[EnvkitError]:
         """Write every file asked for; the errors of those that could not be written (the others
-        are written all the same)."""
+        are written all the same). ``deadline`` (time.monotonic()): the run's, for a FIFO's reader."""
         errors: list[EnvkitError] = []
         for option, path in self._asked():
             if option == "--junit":
@@ -64,7 +65,7 @@ class ReportFiles:
             else:
                 text = feature_file(report, strict=strict, expires=labels_expire)
             try:
-                write_output(path, text, label=f"{option} {path}")
+                write_output(path, text, label=f"{option} {path}", deadline=deadline)
             except EnvkitError as exc:
                 errors.append(exc)
         return errors

@@ -61,3 +61,27 @@ def test_a_template_requirement_with_a_newline_is_refused(tmp_path: Path, fmt: s
         result.stderr
     )
     assert not out.exists()
+
+
+def test_a_fifo_nobody_reads_waits_no_longer_than_preflights_timeout(
+    tmp_path: Path, cli_machine: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --timeout is preflight's hard budget, but a FIFO without a reader held it FIFO_WAIT_S (10 s)
+    # whatever --timeout said (`--timeout 2 --junit FIFO` took 10.7 s).
+    import os
+    import stat
+    import time
+
+    from envkit import _files
+    from envkit.checks import CHECKS
+
+    monkeypatch.setattr(_files, "FIFO_WAIT_S", 60.0)
+    expect = tmp_path / "all-ignored.toml"
+    expect.write_text(f"ignore = {json.dumps(sorted(CHECKS))}\n", encoding="utf-8")
+    fifo = tmp_path / "junit.xml"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    result = invoke(["preflight", "--expect", str(expect), "--timeout", "1", "--junit", str(fifo)])
+    assert time.monotonic() - start < 20
+    assert result.code == 2 and "no process is reading this FIFO" in result.stderr, result.stderr
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
