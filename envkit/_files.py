@@ -315,7 +315,7 @@ def _kind(path: Path) -> Optional[str]:
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # a link to itself: nothing envkit may follow or replace
             raise
-        return None  # a dangling link: os.replace puts the file where the link was
+        return None  # a dangling link (the file is made where it points), or a parent that is a file
     for test, name in (
         (stat.S_ISREG, "file"),
         (stat.S_ISDIR, "folder"),
@@ -383,8 +383,9 @@ def write_atomic(path: str | Path, text: str, *, mode: int = 0o666, deadline: Op
     a terminal), a FIFO or a file reached through ``/proc`` (``/dev/stdout``) is written in place
     (the device stays a device: ``--junit /dev/null`` as root must not make /dev/null a file);
     a block device, a socket or a folder is refused with an OSError. A link to a regular file
-    replaces the file it points to, and the link stays. The file gets ``mode`` minus the umask, as
-    ``open()`` would create it (mkstemp alone gives 0600).
+    replaces the file it points to, and a link to nothing makes it, as a shell's ``>`` would: the
+    link stays (it is the user's). The file gets ``mode`` minus the umask, as ``open()`` would
+    create it (mkstemp alone gives 0600).
     """
     target = Path(path)
     kind = _kind(target)
@@ -393,7 +394,7 @@ def write_atomic(path: str | Path, text: str, *, mode: int = 0o666, deadline: Op
         return target
     if kind not in (None, "file"):
         raise OSError(errno.EINVAL, f"is a {kind}; envkit writes files, character devices and FIFOs")
-    if kind == "file" and target.is_symlink():
+    if target.is_symlink():  # to a file, or dangling: os.replace over the link would delete it
         target = Path(os.path.realpath(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)

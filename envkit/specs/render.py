@@ -234,6 +234,17 @@ def _ours(path: Path) -> bool:
         return False
 
 
+def _dangling(path: Path) -> bool:
+    """A link to nothing (not a link to itself: that is refused)."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return path.is_symlink()
+    except OSError:
+        return False
+    return False
+
+
 def write_specs(files: dict[str, str], out_dir: Union[str, Path], *, force: bool = False) -> list[Path]:
     """Write every file into ``out_dir``, all or nothing (DESIGN: "Nothing is written half"): each is
     written to a temporary name in the same folder, then renamed over its target; a target that is
@@ -246,7 +257,7 @@ def write_specs(files: dict[str, str], out_dir: Union[str, Path], *, force: bool
     targets = [out / name for name in files]
     # A folder, FIFO, device or socket under a spec file's name is never replaced (--force or not),
     # nor opened to see whether envkit wrote it (a FIFO would block that read).
-    special = [p for p in targets if os.path.lexists(p) and not p.is_file()]
+    special = [p for p in targets if os.path.lexists(p) and not p.is_file() and not _dangling(p)]
     if special:
         raise InputError(
             f"{special[0]} is not a regular file; envkit replaces only files", hint="-o another folder"
@@ -259,8 +270,11 @@ def write_specs(files: dict[str, str], out_dir: Union[str, Path], *, force: bool
     placed: list[tuple[Path, Optional[str]]] = []  # (target, where its old content waits)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for (name, text), target in zip(files.items(), targets):
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
+        # A link (to a file, or to nothing yet) is the user's: the file it points to is written and
+        # the link stays, as envkit._files.write_atomic does (the link was replaced and deleted).
+        places = [Path(os.path.realpath(t)) if t.is_symlink() else t for t in targets]
+        for (name, text), target in zip(files.items(), places):
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=target.parent)
             temps.append((tmp, target))
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
                 fh.write(text)
@@ -269,7 +283,7 @@ def write_specs(files: dict[str, str], out_dir: Union[str, Path], *, force: bool
         for tmp, target in temps:
             backup = None
             if target.exists():
-                fd, backup = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".old", dir=out)
+                fd, backup = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent)
                 os.close(fd)
                 os.replace(target, backup)
             placed.append((target, backup))

@@ -85,3 +85,30 @@ def test_a_fifo_nobody_reads_waits_no_longer_than_preflights_timeout(
     assert time.monotonic() - start < 20
     assert result.code == 2 and "no process is reading this FIFO" in result.stderr, result.stderr
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_links_at_output_paths_stay_links(tmp_path: Path) -> None:
+    # A link to nothing at --html (write_atomic) was replaced by the file, the user's link deleted,
+    # and spec -o (write_specs) replaced a requirements.txt linking to a shared file the same way; a
+    # shell's `>`, and write_atomic for a link to a file, write where the link points and keep it.
+    from envkit._files import write_atomic
+    from envkit.errors import InputError
+    from envkit.specs.render import write_specs
+
+    dangling = tmp_path / "fleet.html"
+    dangling.symlink_to("site/fleet.html")
+    write_atomic(dangling, "<!DOCTYPE html>")
+    assert dangling.is_symlink() and (tmp_path / "site" / "fleet.html").read_text() == "<!DOCTYPE html>"
+    shared = tmp_path / "shared.txt"
+    shared.write_text("numpy\n", encoding="utf-8")
+    for name, to in (("linked", "../shared.txt"), ("dangling", "nowhere.txt"), ("loop", "requirements.txt")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "requirements.txt").symlink_to(to)
+        try:
+            write_specs({"requirements.txt": "torch\n"}, tmp_path / name, force=True)
+        except InputError:
+            assert name == "loop"  # a link to itself is refused, and stays
+        assert (tmp_path / name / "requirements.txt").is_symlink()
+        assert sorted(p.name for p in (tmp_path / name).iterdir() if p.name.startswith(".")) == []
+    assert shared.read_text(encoding="utf-8") == "torch\n"
+    assert (tmp_path / "dangling" / "nowhere.txt").read_text(encoding="utf-8") == "torch\n"
