@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Optional
 
-from envkit.errors import InputError
+from envkit.errors import InputError, check_text
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -136,7 +136,9 @@ def _load(path: Path) -> dict[str, Any]:
 def _text(path: Path, key: str, value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InputError(f"{path}: {key} must be a URL, not {value!r}")
-    return value.strip()
+    # A newline or an escape sequence in a channel URL split envkit's "channels:" line and went on
+    # to the installer as written: one check of a value, as for --mirror.
+    return check_text(value.strip(), f"{path}: {key}", spaces=False)
 
 
 def read_condarc(env: Mapping[str, str]) -> CondaConfig:
@@ -160,5 +162,5 @@ def read_condarc(env: Mapping[str, str]) -> CondaConfig:
                 raise InputError(f"{path}: default_channels must be a list of URLs or names")
             defaults = tuple(_text(path, "default_channels", v) for v in listed) or DEFAULT_CHANNELS
     if env.get("CONDA_CHANNEL_ALIAS"):  # conda reads every setting from CONDA_<NAME> too, over the files
-        alias = env["CONDA_CHANNEL_ALIAS"].strip()
+        alias = check_text(env["CONDA_CHANNEL_ALIAS"].strip(), "CONDA_CHANNEL_ALIAS", spaces=False)
     return CondaConfig(alias, tuple(sorted(custom.items())), defaults, tuple(files))

@@ -112,3 +112,21 @@ def test_links_at_output_paths_stay_links(tmp_path: Path) -> None:
         assert sorted(p.name for p in (tmp_path / name).iterdir() if p.name.startswith(".")) == []
     assert shared.read_text(encoding="utf-8") == "torch\n"
     assert (tmp_path / "dangling" / "nowhere.txt").read_text(encoding="utf-8") == "torch\n"
+
+
+@pytest.mark.parametrize("key", ["channel_alias", "custom_channels", "CONDA_CHANNEL_ALIAS"])
+def test_a_condarc_url_with_a_control_character_is_refused(tmp_path: Path, key: str) -> None:
+    # create's plan printed 'channels: https://evil.example/<newline><ESC>[31m…' and the worker
+    # got the URL as written; a channel URL holds no control character or whitespace.
+    from envkit.errors import InputError
+    from envkit.mirrors.condarc import read_condarc
+
+    url = "https://mirror.example/\n--x"
+    env = {"HOME": str(tmp_path)}
+    if key == "CONDA_CHANNEL_ALIAS":
+        env[key] = url
+    else:
+        value = {"pytorch": url} if key == "custom_channels" else url
+        (tmp_path / ".condarc").write_text(json.dumps({key: value}), encoding="utf-8")  # JSON is YAML
+    with pytest.raises(InputError, match="control character"):
+        read_condarc(env)
