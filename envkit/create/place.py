@@ -182,6 +182,13 @@ def check_target(prefix: Path, *, force: bool) -> Target:
             f"{prefix} already exists; envkit never touches an existing environment",
             hint="pass --force to replace it, or choose another name or --prefix",
         )
+    if os.path.ismount(there):
+        # --force moves the old environment aside (a rename), which a mount point refuses (EBUSY):
+        # the run failed after resolving and laying out, as an installer failure (exit 4).
+        raise InputError(
+            f"{prefix} is a mount point; --force cannot move it aside to replace it",
+            hint=f"create the environment in a folder inside it (--prefix {prefix / 'env'})",
+        )
     why = _not_environment(there)
     if why is not None:
         raise InputError(

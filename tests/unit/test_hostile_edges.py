@@ -130,3 +130,17 @@ def test_a_condarc_url_with_a_control_character_is_refused(tmp_path: Path, key: 
         (tmp_path / ".condarc").write_text(json.dumps({key: value}), encoding="utf-8")  # JSON is YAML
     with pytest.raises(InputError, match="control character"):
         read_condarc(env)
+
+
+def test_force_refuses_a_mount_point_before_it_starts() -> None:
+    # A venv that is a mount point (a container's volume): --force resolved, laid out, then failed
+    # moving it aside ("Device or resource busy", exit 4); --dry-run said it would replace it.
+    import os
+
+    from envkit.create.place import check_target
+    from envkit.errors import InputError
+
+    if not os.path.ismount("/proc"):
+        pytest.skip("no /proc mount here")
+    with pytest.raises(InputError, match="is a mount point"):
+        check_target(Path("/proc"), force=True)
