@@ -79,6 +79,60 @@ def median_seconds(
     return statistics.median(times)
 
 
+def _per_call(fn: Callable[[], Any], reps: int, sync: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / reps
+
+
+def compare_speed(
+    base: Callable[[], Any],
+    other: Callable[[], Any],
+    *,
+    samples: int = 7,
+    sample_s: float = 0.02,
+    warmup: int = 3,
+    sync: Callable[[], Any] = lambda: None,
+    max_reps: int = 10000,
+) -> Dict[str, Any]:
+    """How much faster ``other`` is than ``base``, as a figure with its spread.
+
+    Both are warmed up (``warmup`` untimed calls: a compiled function's first calls still compile,
+    autotune and fill caches); each timing sample runs enough calls to last ``sample_s`` (a GPU
+    kernel of 50 us is launch overhead and clock jitter on its own); the samples alternate between
+    the two, so that a clock or a neighbour that changes mid-run weighs on both alike. The speedup
+    is the median of the per-sample ratios, its spread half their interquartile range; a figure
+    whose spread is not smaller than itself is no result (``speedup_ok`` False)."""
+    for _ in range(warmup):
+        base()
+        other()
+    sync()
+    one = max(_per_call(base, 1, sync), _per_call(other, 1, sync), 1e-7)
+    reps = max(1, min(max_reps, round(sample_s / one)))
+    base_s: List[float] = []
+    other_s: List[float] = []
+    for _ in range(samples):
+        base_s.append(_per_call(base, reps, sync))
+        other_s.append(_per_call(other, reps, sync))
+    ratios = [b / o for b, o in zip(base_s, other_s) if o > 0]
+    speedup = statistics.median(ratios) if ratios else None
+    spread = None
+    if len(ratios) >= 4:
+        q1, _q2, q3 = statistics.quantiles(ratios, n=4)
+        spread = (q3 - q1) / 2
+    return {
+        "eager_ms": round(statistics.median(base_s) * 1000, 4),
+        "compiled_ms": round(statistics.median(other_s) * 1000, 4),
+        "speedup": round(speedup, 3) if speedup is not None else None,
+        "speedup_spread": round(spread, 3) if spread is not None else None,
+        "speedup_ok": speedup is not None and spread is not None and spread < speedup,
+        "samples": len(ratios),
+        "calls_per_sample": reps,
+    }
+
+
 def bf16_native(torch: Any) -> bool:
     """bf16 in the GPU's hardware, not emulated: recent torch says True on T4/V100 through
     emulation unless asked (pytorch#124996)."""

@@ -7,6 +7,7 @@ import dataclasses
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -298,3 +299,70 @@ def test_a_container_spec_the_driver_cannot_start_says_which_driver_would() -> N
         "upgrade the driver to ≥ 520.61.05 for nvidia/cuda:11.8.0"
     )
     assert "--format pip" in info.value.hint and "--python or --cuda" not in info.value.hint
+
+
+# verify.compile's speedup: warmed up, enough work to time, repeated, with a spread ---------------
+
+
+class _Clock:
+    """A clock the timed functions advance: each call costs what the test says, exactly."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _probe_util() -> Any:
+    from envkit._probe_runner import PROBES_DIR
+
+    sys.path.insert(0, str(PROBES_DIR))
+    import envkit_probe_util
+
+    return envkit_probe_util
+
+
+def test_a_speedup_is_a_median_of_paired_samples_with_its_spread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # verify.compile printed 0.01x, 1.20x, 1.08x and 238x for one check on four runs: no warm-up,
+    # a call of a few microseconds, one timing each.
+    util = _probe_util()
+    clock = _Clock()
+    monkeypatch.setattr(util.time, "perf_counter", clock)
+    calls = {"eager": 0, "compiled": 0}
+
+    def eager() -> None:
+        calls["eager"] += 1
+        clock.now += 0.004
+
+    costs = iter([0.5] * 3 + [0.002] * 10_000)  # the first calls compile: slow, and untimed
+
+    def compiled() -> None:
+        calls["compiled"] += 1
+        clock.now += next(costs)
+
+    result = util.compare_speed(eager, compiled, samples=7, sample_s=0.02, warmup=3)
+    assert result["speedup"] == 2.0 and result["speedup_spread"] == 0 and result["speedup_ok"] is True
+    assert result["samples"] == 7 and result["calls_per_sample"] == 5  # 0.02 s of the slower per sample
+    assert calls["eager"] == 3 + 1 + 7 * 5  # warm-up, calibration, samples
+    # Samples that disagree by more than the figure: no result.
+    jitter = iter([0.002, 0.0002, 0.05, 0.0004] * 5_000)
+
+    def noisy() -> None:
+        clock.now += next(jitter)
+
+    shaky = util.compare_speed(eager, noisy, samples=8, sample_s=0.004, warmup=0)
+    assert shaky["speedup_ok"] is False and shaky["speedup_spread"] >= shaky["speedup"]
+
+
+def test_a_speedup_without_a_result_is_not_printed_as_one() -> None:
+    from envkit._probe_runner import PROBES_DIR
+
+    sys.path.insert(0, str(PROBES_DIR))
+    import verify_compile
+
+    good = {"speedup": 1.42, "speedup_spread": 0.05, "speedup_ok": True, "samples": 7}
+    assert verify_compile.speed_text(good) == "1.42x eager (±0.05, 7 samples)"
+    bad = {"speedup": 238.0, "speedup_spread": 400.0, "speedup_ok": False, "samples": 7}
+    assert verify_compile.speed_text(bad).startswith("speedup not measured: its spread (±400.00)")
+    assert "238" not in verify_compile.speed_text(bad).split(":")[0]
