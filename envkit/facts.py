@@ -401,6 +401,10 @@ class TorchFacts:
     # The compiled extensions' own .so files as the loader sees them beside this torch
     # (envkit.detect.extensions); () when not read (no extension envkit knows, a paste).
     extension_binaries: tuple[ExtensionBinary, ...] = ()
+    # An error text's evidence that the build has CUDA where nothing names its CUDA (a paste cut
+    # short): the file of torch's own CUDA libraries a failed load names, e.g.
+    # ".../site-packages/nvidia/cusparse/lib/libcusparse.so.12". None when no text said so.
+    cuda_build_evidence: Optional[str] = None
 
     @property
     def installed(self) -> bool:
@@ -432,7 +436,7 @@ class TorchFacts:
             return True
         if self.cuda_init_error == "not_compiled":
             return False
-        if self.spoke:
+        if self.spoke or self.cuda_build_evidence:
             return True
         local = (self.version.local or "") if self.version is not None else ""
         if local.startswith("cu"):

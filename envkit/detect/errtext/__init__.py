@@ -12,9 +12,10 @@ with nothing envkit knows gives a reading whose ``known`` is False, and doctor s
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.detect.collect_env import looks_like_collect_env, parse_collect_env
 from envkit.detect.errtext.clean import blob, clean_lines
@@ -140,8 +141,29 @@ def _read(text: str) -> TextReading:
         ),
         driver=dataclasses.replace(facts.driver, nvml_error=facts.driver.nvml_error or nvml),
     )
+    evidence = _torch_cuda_file(errors.load_failures)
+    if evidence is not None and facts.torch.cuda is None:
+        facts = dataclasses.replace(
+            facts, torch=dataclasses.replace(facts.torch, cuda_build_evidence=evidence)
+        )
     known = bool(set(read) - {"traceback"}) or spoke
     return TextReading(facts, tuple(read), known)
+
+
+# torch's own CUDA libraries: libtorch_cuda / libc10_cuda in torch/lib, or a library of its nvidia-*
+# wheels (site-packages/nvidia/<lib>/lib, the nvidia/cu13/lib of CUDA 13 builds).
+_TORCH_CUDA_FILE_RE: Final = re.compile(
+    r"(?:/torch/lib/lib(?:torch_cuda|c10_cuda)[\w.]*\.so|/site-packages/nvidia/[\w.-]+/lib/lib[\w.+-]+\.so)"
+)
+
+
+def _torch_cuda_file(failures: tuple[LoadFailure, ...]) -> Optional[str]:
+    """The first failed load in torch's own CUDA libraries: only a CUDA build loads them."""
+    for failure in failures:
+        for path in (failure.file, failure.library):
+            if path and _TORCH_CUDA_FILE_RE.search(posixpath.normpath(path)):
+                return path
+    return None
 
 
 def _built_for(listings: Listings, flat: str) -> tuple[LoadFailure, ...]:

@@ -55,6 +55,22 @@ def test_an_nvjitlink_symbol_version_says_which_nvjitlink_is_needed(
     assert reading.facts.python is not None and reading.facts.python.version == Version(py)
     # What the text does not show is unknown, not absent.
     assert {"gpus", "driver.version", "torch.distributions"} <= set(reading.facts.unknown)
+    # Only a CUDA build loads its nvidia-* wheels' libraries, whatever version line was cut off.
+    assert reading.facts.torch.cuda_build_evidence == path and reading.facts.torch.cuda_build is True
+
+
+def test_a_cpu_version_line_beside_torchs_own_cuda_library_failing_is_a_cuda_build() -> None:
+    # A paste cut short (no "CUDA used to build PyTorch") read "PyTorch version: 2.5.1" as a CPU build.
+    text = (
+        "PyTorch version: 2.5.1\nIs debug build: False\nOS: Ubuntu 22.04.4 LTS (x86_64)\n"
+        f"ImportError: {_site()}/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister\n"
+    )
+    torch = read_error_text(text).facts.torch
+    assert torch.cuda is None and torch.cuda_build is True and torch.variant is None
+    other = read_error_text(
+        f"ImportError: {_site()}/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi\n"
+    )
+    assert other.facts.torch.cuda_build_evidence is None  # an extension's file says nothing of torch's build
 
 
 @pytest.mark.parametrize(
