@@ -1477,6 +1477,9 @@ def lock(
     offline: Annotated[
         bool, typer.Option("--offline", help="--channel pip: from --wheelhouse alone.")
     ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="--channel pip: replace files envkit did not write.")
+    ] = False,
     torch: TorchSpec = None,
     cuda: Cuda = "auto",
     channel: ChannelOpt = None,
@@ -1529,6 +1532,7 @@ def lock(
             wheelhouse,
             offline,
             quiet,
+            force,
         )
     system = System()
     job = prepare_lock(
@@ -1560,6 +1564,7 @@ def _pip_lock(
     wheelhouse: Optional[str],
     offline: bool,
     quiet: bool,
+    force: bool,
 ) -> int:
     """``envkit lock --channel pip``: uv's hashed locks of the plan, per platform."""
     from envkit.commands.lock import pip_lock, prepare_pip_lock
@@ -1578,10 +1583,10 @@ def _pip_lock(
         offline=offline,
     )
     if quiet:
-        paths = pip_lock(system, jobs)
+        paths = pip_lock(system, jobs, force=force)
     else:
         with stderr.status("uv pip compile …"):
-            paths = pip_lock(system, jobs)
+            paths = pip_lock(system, jobs, force=force)
         for path in paths:
             stderr.print(f"wrote {path}", markup=False)
     return 0

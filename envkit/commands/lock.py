@@ -127,8 +127,8 @@ def _regen(
     return " ".join(parts)
 
 
-def pip_lock(system: System, jobs: Sequence[PipLock]) -> list[str]:
-    """Run uv for every job; the lock files written."""
+def pip_lock(system: System, jobs: Sequence[PipLock], *, force: bool = False) -> list[str]:
+    """Run uv for every job; the lock files written (a file envkit did not write: only ``force``)."""
     from envkit.create.pylock import pip_lock as run
 
-    return [str(p) for p in run(system, jobs)]
+    return [str(p) for p in run(system, jobs, force=force)]

@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Optional
 
+from envkit import __version__
 from envkit.errors import InputError, LockFailed
 from envkit.resolve import Plan
 from envkit.specs.conda import SUBDIRS
+from envkit.specs.pip import GENERATED_MARK
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -44,6 +46,7 @@ __all__ = [
 FORMATS: Final = ("pylock", "requirements")
 PLAN_LINE: Final = "# envkit-plan: "
 COMPILE_TIMEOUT_S: Final = 1800.0
+_MADE_BY: Final = f"{GENERATED_MARK} {__version__} with uv pip compile --generate-hashes"
 # uv's --python-platform for each envkit platform (`uv pip compile --help`).
 _UV_PLATFORMS: Final = {
     "linux-x86_64": "x86_64-manylinux_2_28",
@@ -197,23 +200,25 @@ def _with_plan_pylock(text: str, plan: Plan, regen: str) -> str:
     table = tomlkit.table()
     table["plan"] = _plan_record(plan, regen)
     tool["envkit"] = table
-    return str(tomlkit.dumps(doc))
+    return f"# {_MADE_BY}\n{tomlkit.dumps(doc)}"  # the first line marks it as envkit's (write_specs)
 
 
 def _with_plan_requirements(text: str, plan: Plan, regen: str) -> str:
     from envkit.specs.pip import comment, header
 
     lines = comment(header(plan, "", "pip install --require-hashes -r requirements.txt", regen))
-    lines[0] = "# Locked by envkit with uv pip compile --generate-hashes; make it again with:"
+    lines[0] = f"# {_MADE_BY}; make it again with:"
     lines.append(PLAN_LINE + json.dumps(_plan_record(plan, regen), sort_keys=True))
     return "\n".join(lines) + "\n" + text
 
 
-def pip_lock(system: System, jobs: Sequence[PipLock]) -> list[Path]:
+def pip_lock(system: System, jobs: Sequence[PipLock], *, force: bool = False) -> list[Path]:
     """Run uv for each job in a temporary folder, then write the files whole (none when any lock
-    fails: every platform is resolved before anything is written)."""
-    from envkit._files import write_atomic
+    fails: every platform is resolved before anything is written). A file envkit did not write
+    (the project's own requirements.txt) is replaced only with ``force``: refused before uv runs."""
+    from envkit.specs.render import refuse_foreign, write_specs
 
+    refuse_foreign([path for job in jobs for path in job.outputs.values()], force=force)
     made: dict[Path, str] = {}
     for job in jobs:
         work = Path(tempfile.mkdtemp(prefix="envkit-pylock-"))
@@ -236,11 +241,9 @@ def pip_lock(system: System, jobs: Sequence[PipLock]) -> list[Path]:
                 made[path] = add(text, job.plan, job.regen)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    for path, text in made.items():
-        try:
-            write_atomic(path, text)
-        except OSError as exc:
-            raise InputError(f"{path}: cannot write it ({exc.strerror or exc})") from None
+    folders = {path.parent for path in made}
+    for folder in folders:  # one -o folder: all of them written, or none
+        write_specs({p.name: t for p, t in made.items() if p.parent == folder}, folder, force=True)
     return list(made)
 
 

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FORMATS",
     "default_format",
+    "refuse_foreign",
     "render_specs",
     "spec_flags",
     "spec_mirrors",
@@ -245,16 +246,9 @@ def _dangling(path: Path) -> bool:
     return False
 
 
-def write_specs(files: dict[str, str], out_dir: Union[str, Path], *, force: bool = False) -> list[Path]:
-    """Write every file into ``out_dir``, all or nothing (DESIGN: "Nothing is written half"): each is
-    written to a temporary name in the same folder, then renamed over its target; a target that is
-    replaced is kept aside until every file is in place, and put back if any rename fails. A file
-    envkit did not write is replaced only with ``force``."""
-    out = Path(out_dir)
-    for name in files:
-        if not name or Path(name).name != name or name.startswith("."):
-            raise InputError(f"{name!r}: not a plain file name")
-    targets = [out / name for name in files]
+def refuse_foreign(targets: Sequence[Path], *, force: bool = False) -> None:
+    """InputError for a target that is not a regular file, or one envkit did not write (its first
+    line lacks GENERATED_MARK) unless ``force``: checked before anything is made or written."""
     # A folder, FIFO, device or socket under a spec file's name is never replaced (--force or not),
     # nor opened to see whether envkit wrote it (a FIFO would block that read).
     special = [p for p in targets if os.path.lexists(p) and not p.is_file() and not _dangling(p)]
@@ -266,6 +260,19 @@ def write_specs(files: dict[str, str], out_dir: Union[str, Path], *, force: bool
     if foreign:
         what = "exists and was not written by envkit"
         raise InputError(f"{foreign[0]} {what}", hint="pass --force to replace it, or -o another folder")
+
+
+def write_specs(files: dict[str, str], out_dir: Union[str, Path], *, force: bool = False) -> list[Path]:
+    """Write every file into ``out_dir``, all or nothing (DESIGN: "Nothing is written half"): each is
+    written to a temporary name in the same folder, then renamed over its target; a target that is
+    replaced is kept aside until every file is in place, and put back if any rename fails. A file
+    envkit did not write is replaced only with ``force``."""
+    out = Path(out_dir)
+    for name in files:
+        if not name or Path(name).name != name or name.startswith("."):
+            raise InputError(f"{name!r}: not a plain file name")
+    targets = [out / name for name in files]
+    refuse_foreign(targets, force=force)
     temps: list[tuple[str, Path]] = []
     placed: list[tuple[Path, Optional[str]]] = []  # (target, where its old content waits)
     try:

@@ -232,3 +232,15 @@ def test_a_lock_for_another_platform_is_exit_2_before_anything_is_made(tmp_path:
     assert_input_error(result, "a lock for windows-x86_64, and this machine is linux-")
     assert "--lock-platform linux-" in result.stderr and "windows-x86_64 --lock" not in result.stderr
     assert not prefix.exists()
+
+
+def test_lock_never_replaces_a_requirements_txt_envkit_did_not_write(tmp_path: Path) -> None:
+    """`envkit lock --channel pip` in a project folder (-o . by default) replaced the project's own
+    requirements.txt with the lock, silently (exit 0); envkit spec refuses that. Now it is exit 2
+    before uv runs, the file untouched; --force replaces it."""
+    own = tmp_path / "requirements.txt"
+    own.write_text("# the job's packages\nnumpy\ntorch\n", encoding="utf-8")
+    result = envkit("lock", *PLAN, "--lock-platform", "linux-x86_64", "-o", str(tmp_path))
+    assert_input_error(result, "requirements.txt exists and was not written by envkit")
+    assert own.read_text(encoding="utf-8") == "# the job's packages\nnumpy\ntorch\n"
+    assert not (tmp_path / "pylock.toml").exists()
