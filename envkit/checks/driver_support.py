@@ -183,30 +183,45 @@ def _driver_fix(
     driver = facts.driver.version
     assert driver is not None
     windows = _windows(facts, k)
-    fitting: list[tuple[NvVersion, Plan]] = []
-    for candidate in _known_drivers(k, windows=windows):
-        if not _drives_every_gpu(k, candidate, gpus, windows):
-            continue
-        moved = dataclasses.replace(target, driver=candidate)
-        try:
-            plan = _plan(facts, k, torch, target=moved)
-        except NoBuildError:
-            continue
-        if plan.cuda is not None and not _clean(k, plan, moved, candidate, windows):
-            continue
-        fitting.append((candidate, plan))
-    above = [(d, p) for d, p in fitting if d > driver]
-    if above:
-        chosen, plan = above[0]
-        return f"upgrade the driver to ≥ {chosen}, then: {_command(plan, facts)}"
-    below = [(d, p) for d, p in fitting if d.major < driver.major]
-    if below:
-        chosen, plan = below[-1]
-        return (
-            f"install driver {chosen} (or a newer one of the R{chosen.major} branch), then: "
-            f"{_command(plan, facts)}"
-        )
+    known = _known_drivers(k, windows=windows)
+    # Upward first, oldest first: the smallest upgrade; else downward, newest first (R470 for Kepler).
+    for candidates, upgrade in (
+        ([d for d in known if d > driver], True),
+        ([d for d in reversed(known) if d.major < driver.major], False),
+    ):
+        for candidate in candidates:
+            plan = _fits(facts, k, target, gpus, torch, candidate, windows)
+            if plan is None:
+                continue
+            if upgrade:
+                return f"upgrade the driver to ≥ {candidate}, then: {_command(plan, facts)}"
+            return (
+                f"install driver {candidate} (or a newer one of the R{candidate.major} branch), then: "
+                f"{_command(plan, facts)}"
+            )
     return ""
+
+
+def _fits(
+    facts: Facts,
+    k: Knowledge,
+    target: Target,
+    gpus: list[tuple[str, GpuTarget]],
+    torch: Optional[SpecifierSet],
+    driver: NvVersion,
+    windows: bool,
+) -> Optional[Plan]:
+    """The plan on ``driver`` when that driver drives every GPU and runs it without a warning."""
+    if not _drives_every_gpu(k, driver, gpus, windows):
+        return None
+    moved = dataclasses.replace(target, driver=driver)
+    try:
+        plan = _plan(facts, k, torch, target=moved)
+    except NoBuildError:
+        return None
+    if plan.cuda is not None and not _clean(k, plan, moved, driver, windows):
+        return None
+    return plan
 
 
 def _clean(k: Knowledge, plan: Plan, target: Target, driver: NvVersion, windows: bool) -> bool:

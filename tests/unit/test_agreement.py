@@ -204,7 +204,7 @@ def _rendered_files_pass_their_own_check(
     _render_then_check(case, fmt, tmp_path_factory.mktemp("spec"))
 
 
-@FAST
+@settings(FAST, max_examples=12)  # each example writes its files and reads them back
 @given(case=cases(), fmt=st.sampled_from(FORMATS))
 def test_what_spec_writes_spec_check_accepts(
     case: Case, fmt: str, tmp_path_factory: pytest.TempPathFactory
