@@ -197,6 +197,7 @@ def _value_checks() -> dict[str, Callable[[str, str], str]]:
         "A.json": path,
         "B.json": path,
         "REPORT|FOLDER...": path,
+        "VERSION|PATH": path,  # --python: a version passes a path's check as it is
         "NAME": check_name,
         "MIRROR": _check_mirror,
     }

@@ -21,7 +21,13 @@ REPORT = Path(__file__).parents[1] / "data" / "reports" / "h200-580-torch2.11-cu
 TARGET = ["--driver", "550.54.15", "--gpu", "sm_90", "--python", "3.11", "--platform", "linux-x86_64"]
 DOCUMENTED = {code for code, _ in EXIT_CODES} - {EXIT_INTERNAL}
 NAME_KINDS = {"NAME"}
-PATH_KINDS = {"PATH", "FILE", "DIR", "TEMPLATE", "A.json", "B.json", "REPORT|FOLDER..."}
+PATH_KINDS = {"PATH", "FILE", "DIR", "TEMPLATE", "A.json", "B.json", "REPORT|FOLDER...", "VERSION|PATH"}
+# The kinds of value their own parsers read (versions, specifiers, GPUs, CUDA requests, choices),
+# after envkit.cli's check_text: every metavar is one of these or a kind cli._value_checks checks.
+PARSED_KINDS = {
+    *("BACKEND", "CHANNEL", "CHECKS", "CUDA", "CUDAS", "DEVICES", "EXT", "FORMAT", "GPU", "INTERVAL"),
+    *("KIND", "PACKAGE...", "PLATFORM", "SECONDS", "SPEC", "VARIANT", "VERSION"),
+}
 # Values past what a file system takes: one name of NAME_MAX + 45 bytes, one path past PATH_MAX.
 TOO_LONG_NAME = "x" * (NAME_MAX + 45)
 TOO_LONG_PATH = "/x" * (PATH_MAX // 2 + 50)
@@ -135,7 +141,7 @@ def label(param: Any) -> str:
     return max(param.opts, key=len) if is_option(param) else str(param.metavar)
 
 
-INPUT_KINDS = PATH_KINDS - {"DIR", "PATH"}  # PATH: an interpreter or a prefix, not a file read
+INPUT_KINDS = PATH_KINDS - {"DIR", "PATH", "VERSION|PATH"}  # an interpreter or a prefix: not a file read
 
 
 def is_input(param: Any) -> bool:

@@ -23,6 +23,7 @@ from envkit import cli
 from tests.hostile.commands import (
     INPUTS,
     NAME_KINDS,
+    PARSED_KINDS,
     PATH_KINDS,
     SAFE,
     TOO_LONG_NAME,
@@ -54,6 +55,10 @@ def test_the_walk_knows_every_command_and_every_input() -> None:
     assert missing == [], f"give each input a file with a wrong-typed field in INPUTS: {missing}"
     kinds = {p.metavar for c in found.values() for p in c.params}
     assert {"NAME", "FILE", "PATH"} <= kinds  # the walk below really meets names and paths
+    # A new kind of value is checked by kind (cli._value_checks) or named as parsed: `--python
+    # VERSION|PATH` (a later metavar) met neither, and a name past NAME_MAX there was exit 70.
+    unknown = kinds - {None} - set(cli._value_checks()) - PARSED_KINDS
+    assert unknown == set(), f"check {sorted(unknown)} in cli._value_checks or list it in PARSED_KINDS"
 
 
 @pytest.mark.parametrize("name", sorted(SAFE))
