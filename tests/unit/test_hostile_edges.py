@@ -144,3 +144,32 @@ def test_force_refuses_a_mount_point_before_it_starts() -> None:
         pytest.skip("no /proc mount here")
     with pytest.raises(InputError, match="is a mount point"):
         check_target(Path("/proc"), force=True)
+
+
+# The signal arrives while envkit.cli is being imported: a finder that sends it to its own process
+# when the import starts (a real signal, at the one moment a timer would hit only by chance).
+SIGNAL_DURING_IMPORT = """
+import os, signal, sys
+class Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name == "envkit.cli":
+            os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        return None
+sys.meta_path.insert(0, Finder())
+from envkit.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 130), ("SIGHUP", 129)])
+def test_a_signal_while_the_command_line_is_imported_is_one_line(sig: str, code: int) -> None:
+    # Before, the entry point was envkit.cli:main, whose module imports typer and rich first (~0.1 s):
+    # Ctrl-C then was a KeyboardInterrupt traceback, SIGTERM and SIGHUP a silent death (-15, -1).
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", SIGNAL_DURING_IMPORT, sig], capture_output=True, text=True, timeout=60
+    )
+    said = "envkit: interrupted\n" if sig == "SIGINT" else f"envkit: interrupted ({sig})\n"  # as cli's
+    assert (result.returncode, result.stderr) == (code, said)
