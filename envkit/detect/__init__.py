@@ -229,12 +229,15 @@ def _python_and_loader(
 def _with_extension_binaries(system: System, torch: TorchFacts, python: Optional[PythonFacts]) -> TorchFacts:
     """torch with its compiled extensions' .so files as the loader sees them
     (envkit.detect.extensions); only extensions envkit knows, each run bounded."""
-    from envkit.detect.extensions import extension_binaries
-    from envkit.knowledge.extensions import load_extensions
+    from envkit.knowledge.extensions import load_extension
 
-    compiled = frozenset(n for n, e in load_extensions().items() if e.kind in ("compiled", "pinned"))
-    if not any(d.name in compiled for d in torch.distributions):
+    # The installed distributions' knowledge alone (one file each), not the whole table's ~25 files.
+    known = [load_extension(d.name) for d in torch.distributions]
+    compiled = frozenset(e.name for e in known if e is not None and e.kind in ("compiled", "pinned"))
+    if not compiled:
         return torch
+    from envkit.detect.extensions import extension_binaries
+
     return dataclasses.replace(torch, extension_binaries=extension_binaries(system, torch, python, compiled))
 
 
