@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Final, Optional
 from envkit._files import parse_toml, read_text
 from envkit.checks._common import and_list
 from envkit.errors import InputError
+from envkit.knowledge.vendors import normalize_gfx
 from envkit.report import CheckResult, Status
-from envkit.versions import NvVersion, Version, parse_spec, parse_version
+from envkit.versions import NvVersion, Version, parse_compute_capability, parse_spec, parse_version
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -29,8 +30,13 @@ __all__ = ["KEYS", "Expectations", "check_expectations", "load_expectations"]
 
 # key -> (type, what it means). Types are checked before anything runs.
 KEYS: Final[dict[str, tuple[type, str]]] = {
-    "gpu_count": (int, "number of GPUs NVML must see"),
-    "gpu_model": (str, "substring of every GPU's NVML name (e.g. H100)"),
+    "gpu_vendor": (str, "the GPUs' vendor: nvidia, amd or intel"),
+    "gpu_count": (int, "number of GPUs the node must have: NVML's; AMD's or Intel's on such a node"),
+    "gpu_model": (str, "substring of every GPU's name (e.g. H100, MI300X)"),
+    "gpu_arch": (
+        str,
+        "every GPU's architecture: sm_90 (or 9.0), an AMD gfx target (gfx942), an Intel XPU family (bmg)",
+    ),
     "min_gpu_memory_mib": (int, "least memory per GPU in MiB, as nvidia-smi shows it (81559 for H100 80GB)"),
     "min_driver": (str, "lowest driver version (e.g. 550.54.15)"),
     "cuda": (str, "torch's CUDA version (e.g. 12.1)"),
@@ -107,6 +113,58 @@ def _validate_value(key: str, value: Any, where: str) -> None:
         _spec(value, where, key)
     if key in ("gpu_count", "max_temperature_c", "min_gpu_memory_mib") and value < 0:
         raise InputError(f"{where}: {key} must not be negative")
+    if key == "gpu_vendor" and value.strip().lower() not in VENDORS:
+        raise InputError(f"{where}: gpu_vendor = {value!r:.60} is not one of {', '.join(VENDORS)}")
+    if key == "gpu_arch" and _arch(value) is None:
+        raise InputError(
+            f"{where}: gpu_arch = {value!r:.60} is not an architecture (sm_90, 9.0, gfx942, bmg)"
+        )
+
+
+VENDORS: Final = ("nvidia", "amd", "intel")
+_INTEL_FAMILIES: Final = ("pvc", "dg2", "bmg", "mtl-h", "arl-h", "lnl-m", "ptl")
+
+
+def _arch(text: str) -> Optional[str]:
+    """An architecture as envkit names it: sm_90, gfx942, bmg; None when ``text`` is none."""
+    value = text.strip().lower()
+    if value.startswith("gfx"):
+        return normalize_gfx(value)
+    if value in _INTEL_FAMILIES:
+        return value
+    cc = parse_compute_capability(value)
+    return cc.sm if cc is not None else None
+
+
+@dataclass(frozen=True)
+class _Gpu:
+    vendor: str
+    name: str
+    arch: Optional[str]
+    memory_mib: Optional[int]
+
+
+def _node_gpus(facts: Facts, vendor: Optional[str]) -> list[_Gpu]:
+    """The node's GPUs of ``vendor``; without one, of the first of NVIDIA, AMD, Intel it has (an
+    NVIDIA node's Intel iGPU is not one of its GPUs)."""
+    found = {
+        "nvidia": [
+            _Gpu(
+                "nvidia",
+                g.name or "",
+                g.compute_capability.sm if g.compute_capability else None,
+                g.memory_total_mib,
+            )
+            for g in facts.gpus
+        ],
+        "amd": [_Gpu("amd", g.name or "", g.arch, g.memory_total_mib) for g in facts.amd.gpus],
+        "intel": [
+            _Gpu("intel", g.name or "", g.arch, g.memory_total_mib) for g in facts.intel.gpus if g.arch
+        ],
+    }
+    if vendor is not None:
+        return found[vendor]
+    return next((gpus for gpus in found.values() if gpus), [])
 
 
 def _spec(value: str, where: str, key: str) -> SpecifierSet:
@@ -127,7 +185,19 @@ def check_expectations(expect: Expectations, facts: Facts) -> list[CheckResult]:
     """One drift check per expectation: expected vs actual, fail on drift."""
     v = expect.values
     results: list[CheckResult] = []
-    gpus = facts.gpus
+    vendor = str(v["gpu_vendor"]).strip().lower() if "gpu_vendor" in v else None
+    gpus = _node_gpus(facts, vendor)
+    if vendor is not None:
+        present = [name for name in VENDORS if _node_gpus(facts, name)]
+        results.append(
+            _result(
+                "gpu_vendor",
+                vendor in present,
+                vendor,
+                " + ".join(present) or "no GPU",
+                "see driver.loaded, driver.amd and driver.intel: the vendor's driver must see its GPUs",
+            )
+        )
     if "gpu_count" in v:
         results.append(
             _result(
@@ -149,10 +219,19 @@ def check_expectations(expect: Expectations, facts: Facts) -> list[CheckResult]:
                 names if gpus else "no GPU",
             )
         )
+    if "gpu_arch" in v:
+        arch = _arch(str(v["gpu_arch"]))
+        other = sorted({g.arch or "unknown" for g in gpus if g.arch != arch})
+        results.append(
+            _result(
+                "gpu_arch",
+                bool(gpus) and not other,
+                f"{arch} on every GPU",
+                and_list(other) if other else ("all match" if gpus else "no GPU"),
+            )
+        )
     if "min_gpu_memory_mib" in v:
-        small = [
-            g for g in gpus if g.memory_total_mib is None or g.memory_total_mib < v["min_gpu_memory_mib"]
-        ]
+        small = [g for g in gpus if g.memory_mib is None or g.memory_mib < v["min_gpu_memory_mib"]]
         results.append(
             _result(
                 "min_gpu_memory_mib",
@@ -210,8 +289,10 @@ def check_expectations(expect: Expectations, facts: Facts) -> list[CheckResult]:
             )
         )
     if "max_temperature_c" in v:
-        hot = [g for g in gpus if g.temperature_c is not None and g.temperature_c > v["max_temperature_c"]]
-        hottest = max((g.temperature_c for g in gpus if g.temperature_c is not None), default=None)
+        hot = [
+            g for g in facts.gpus if g.temperature_c is not None and g.temperature_c > v["max_temperature_c"]
+        ]
+        hottest = max((g.temperature_c for g in facts.gpus if g.temperature_c is not None), default=None)
         results.append(
             _result(
                 "max_temperature_c",

@@ -139,6 +139,16 @@ class Unreadable:
 
 
 @dataclass(frozen=True)
+class Group:
+    """The nodes of a mixed fleet that share a GPU vendor and architecture ("amd gfx942"): each is
+    compared with the rest of its group, not with nodes of another kind of GPU."""
+
+    label: str
+    nodes: tuple[str, ...]
+    majorities: tuple[Majority, ...]
+
+
+@dataclass(frozen=True)
 class Fleet:
     nodes: tuple[Node, ...]
     check_ids: tuple[str, ...]
@@ -147,6 +157,8 @@ class Fleet:
     failures: tuple[Failure, ...]
     notes: tuple[str, ...] = ()
     unreadable: tuple[Unreadable, ...] = ()
+    # A mixed fleet's groups by GPU vendor and architecture; empty when every node has the same.
+    groups: tuple[Group, ...] = ()
 
     def check_counts(self, check_id: str) -> dict[str, int]:
         """pass / warn / fail / skip counts of one check across nodes, and ``missing`` reports."""
@@ -180,6 +192,8 @@ class Fleet:
         return tuple(dict.fromkeys(d.node for d in self.deviations))
 
     def splits(self) -> tuple[Majority, ...]:
+        if self.groups:
+            return tuple(m for g in self.groups for m in g.majorities if m.tie)
         return tuple(m for m in self.majorities if m.tie)
 
     def exit_code(self, *, strict: bool = False) -> int:
@@ -278,6 +292,7 @@ class Fleet:
             ],
             "notes": list(self.notes),
             "unreadable": [{"path": u.path, "error": u.error} for u in self.unreadable],
+            "groups": [{"gpus": g.label, "nodes": list(g.nodes)} for g in self.groups],
             "summary": self.summary(strict=strict),
         }
 
@@ -399,12 +414,13 @@ def _build(entries: Sequence[tuple[str, Node]]) -> Fleet:
     alike: dict[Any, dict[str, Optional[str]]] = {}  # a node's values -> the dict nodes alike share
     nodes = tuple(_named(named[n][1], n, keys, alike) for n in names)
     majorities = tuple(_majority(k, [n.facts[k] for n in nodes]) for k in keys)
+    groups = _groups(nodes, keys)
     deviations = [
-        Deviation(n.name, m.key, m.value, n.facts[m.key], _severity(m.key))
-        for m in majorities
-        if not m.tie
-        for n in nodes
-        if n.facts[m.key] != m.value
+        d
+        for members, compared in (
+            [(nodes, majorities)] if not groups else [(g[0], g[1].majorities) for g in groups]
+        )
+        for d in _deviations(members, compared)
     ]
     rank = {n.name: i for i, n in enumerate(nodes)}
     deviations.sort(key=lambda d: (d.severity is not Status.FAIL, order(d.key), rank[d.node]))
@@ -419,11 +435,63 @@ def _build(entries: Sequence[tuple[str, Node]]) -> Fleet:
         for c in n.checks
         if c.status is Status.FAIL
     )
-    for m in majorities:
-        if m.tie:
-            split = ", ".join(f"{show(m.key, v)} on {c}" for v, c in m.values)
-            notes.append(f"{m.key}: no majority ({split}); no node is singled out")
-    return Fleet(nodes, check_ids, majorities, tuple(deviations), failures, tuple(notes))
+    for label, compared in (
+        [("", majorities)] if not groups else [(g[1].label, g[1].majorities) for g in groups]
+    ):
+        for m in compared:
+            if m.tie:
+                split = ", ".join(f"{show(m.key, v)} on {c}" for v, c in m.values)
+                within = f" among the {label} nodes" if label else ""
+                notes.append(f"{m.key}: no majority{within} ({split}); no node is singled out")
+    return Fleet(
+        nodes,
+        check_ids,
+        majorities,
+        tuple(deviations),
+        failures,
+        tuple(notes),
+        groups=tuple(g[1] for g in groups),
+    )
+
+
+# What sorts a mixed fleet into groups: nodes with other GPUs run other builds and other job shapes.
+_GROUP_KEYS: Final = ("gpu.vendor", "gpu.arch")
+
+
+def _group_label(node: Node) -> str:
+    vendor, arch = (node.facts.get(k) for k in _GROUP_KEYS)
+    return " ".join(v for v in (vendor or "no GPU", arch) if v)
+
+
+def _groups(nodes: Sequence[Node], keys: Sequence[str]) -> list[tuple[list[Node], Group]]:
+    """A mixed fleet's groups (largest first), each with its own majorities; [] for one kind of GPU."""
+    by: dict[str, list[Node]] = {}
+    for n in nodes:
+        by.setdefault(_group_label(n), []).append(n)
+    if len(by) < 2:
+        return []
+    ordered = sorted(by.items(), key=lambda item: (-len(item[1]), item[0]))
+    return [
+        (
+            members,
+            Group(
+                label,
+                tuple(n.name for n in members),
+                tuple(_majority(k, [n.facts[k] for n in members]) for k in keys),
+            ),
+        )
+        for label, members in ordered
+    ]
+
+
+def _deviations(nodes: Sequence[Node], majorities: Sequence[Majority]) -> list[Deviation]:
+    return [
+        Deviation(n.name, m.key, m.value, n.facts[m.key], _severity(m.key))
+        for m in majorities
+        if not m.tie
+        for n in nodes
+        if n.facts[m.key] != m.value
+    ]
 
 
 def _named(

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Final, Optional
 
-from envkit.facts import Distribution
+from envkit.facts import AccelGpu, Distribution
 from envkit.report import Status
 from envkit.versions import Version
 
@@ -127,13 +127,39 @@ def _gpus(facts: Facts, describe: Callable[[GpuFacts], Optional[str]]) -> Option
     return _tally(v for v in (describe(g) for g in facts.gpus) if v is not None)
 
 
+def _accel(facts: Facts) -> list[AccelGpu]:
+    """The node's AMD GPUs and the Intel GPUs a torch build uses (an XPU family; not a UHD iGPU)."""
+    return [*facts.amd.gpus, *(g for g in facts.intel.gpus if g.arch)]
+
+
+def _count(facts: Facts) -> str:
+    return str(len(facts.gpus) + len(_accel(facts)))
+
+
+def _vendor(facts: Facts) -> Optional[str]:
+    vendors = [v for v, gpus in (("nvidia", facts.gpus), ("amd", facts.amd.gpus)) if gpus]
+    if any(g.arch for g in facts.intel.gpus):
+        vendors.append("intel")
+    return " + ".join(vendors) or None
+
+
 def _models(facts: Facts) -> Optional[str]:
     # Model(s) without counts: a node with 7 of 8 GPUs differs in gpu.count, not in gpu.model too.
-    return " + ".join(sorted({g.name for g in facts.gpus if g.name})) or None
+    names = {g.name for g in facts.gpus if g.name} | {g.name for g in _accel(facts) if g.name}
+    return " + ".join(sorted(names)) or None
 
 
 def _arch(facts: Facts) -> Optional[str]:
-    return ", ".join(sorted({g.compute_capability.sm for g in facts.gpus if g.compute_capability})) or None
+    # sm_90 for NVIDIA, the gfx target for AMD (gfx942), the XPU family for Intel (bmg).
+    archs = {g.compute_capability.sm for g in facts.gpus if g.compute_capability}
+    archs |= {g.arch for g in _accel(facts) if g.arch}
+    return ", ".join(sorted(archs)) or None
+
+
+def _all_memory(facts: Facts) -> Optional[str]:
+    sizes = [_memory(g) for g in facts.gpus]
+    sizes += [None if g.memory_total_mib is None else f"{g.memory_total_mib} MiB" for g in _accel(facts)]
+    return _tally(v for v in sizes if v is not None)
 
 
 def _mig(facts: Facts) -> Optional[str]:
@@ -234,14 +260,16 @@ _STATIC: Final[tuple[tuple[Aspect, Extract], ...]] = (
          "the newest CUDA the driver runs; a torch built for a newer CUDA cannot initialise"),
     _row("driver.module_loaded", "nvidia module loaded", 1, "", _module_loaded,
          "without the nvidia kernel module no GPU is usable"),
-    _row("gpu.count", "GPU count", 1, "fail", lambda f: str(len(f.gpus)),
+    _row("gpu.vendor", "GPU vendor", 1, "fail", _vendor,
+         "NVIDIA, AMD and Intel GPUs take different torch builds (CUDA, ROCm, XPU)", "no GPU"),
+    _row("gpu.count", "GPU count", 1, "fail", _count,
          "jobs sized for N GPUs a node (torchrun --nproc-per-node) fail or hang with fewer; "
          "a missing GPU has usually fallen off the bus"),
     _row("gpu.model", "GPU model", 1, "fail", _models,
          "another GPU means another architecture, memory size and speed"),
-    _row("gpu.arch", "GPU architecture", 1, "", _arch,
+    _row("gpu.arch", "GPU architecture", 1, "fail", _arch,
          "torch runs only on architectures its build has kernels for (else 'no kernel image is available')"),
-    _row("gpu.memory", "GPU memory", 1, "", lambda f: _gpus(f, _memory),
+    _row("gpu.memory", "GPU memory", 1, "", _all_memory,
          "a batch that fits one GPU runs out of memory on a smaller one"),
     _row("gpu.mig", "MIG mode", 1, "fail", _mig,
          "with MIG on, CUDA sees GPU slices instead of whole GPUs"),

@@ -65,6 +65,14 @@ def render_fleet(
         console.print(line)
     for note in fleet.notes:
         console.print(Text(f"  note: {note}", style="yellow"))
+    if fleet.groups:
+        # A mixed fleet: each node is compared with the nodes of its own GPU vendor and architecture.
+        console.print()
+        console.print(Text("GPU groups (each compared within itself)", style="bold underline"))
+        for group in fleet.groups:
+            line = Text(f"  {group.label}: ")
+            line.append(f"{plural(len(group.nodes), 'node')} ({_names(group.nodes, most)})", style="dim")
+            console.print(line)
 
     if fleet.unreadable:
         console.print()

@@ -179,6 +179,9 @@ def render_html(fleet: Fleet, *, strict: bool = False) -> str:
         ]
         parts.append(f"<h2>Reports that cannot be read ({len(rows)})</h2>{_table(('file', 'why'), rows)}")
     parts.append(f"<h2>Fleet facts (the most common value)</h2>{_facts(fleet)}")
+    if fleet.groups:
+        rows = [f"<tr><td>{_e(g.label)}</td><td>{len(g.nodes)}</td></tr>" for g in fleet.groups]
+        parts.append("<h2>GPU groups (each compared within itself)</h2>" + _table(("GPUs", "nodes"), rows))
     if fleet.deviations:
         parts.append(f"<h2>Nodes that differ ({s['deviating']})</h2>{_deviations(fleet, anchors)}")
     if fleet.failures:

@@ -77,10 +77,13 @@ def test_the_issue_example_loads(tmp_path: Path) -> None:
     [
         (
             'gpu_count = "8"\n',
-            r"node.toml:1: gpu_count must be an integer \(number of GPUs NVML must see\), not str '8'",
+            (
+                r"node.toml:1: gpu_count must be an integer \(number of GPUs the node must have: NVML's; "
+                r"AMD's or Intel's on such a node\), not str '8'"
+            ),
         ),
         ("\n\nmax_temperature_c = true\n", r"node.toml:3: max_temperature_c must be an integer"),
-        ("gpu_cnt = 8\n", r"node.toml:1: unknown key 'gpu_cnt'; did you mean gpu_count\?"),
+        ("gpu_cnt = 8\n", r"node.toml:1: unknown key 'gpu_cnt'; did you mean gpu_count and gpu_arch\?"),
         ('min_driver = "new"\n', r"node.toml:1: min_driver = 'new' is not a version"),
         ('torch = "two"\n', r"node.toml:1: torch = 'two' is neither a version nor a PEP 440 spec"),
         ('require = ["verify.dsit"]\n', r"node.toml:1: require names unknown checks: verify.dsit"),
@@ -294,7 +297,8 @@ def test_cli_wrong_type_is_exit_2(tmp_path: Path) -> None:
     proc = envkit_in_process("preflight", "--expect", write(tmp_path, 'gpu_count = "eight"\n'))
     assert proc.returncode == 2
     assert proc.stderr.strip().endswith(
-        "node.toml:1: gpu_count must be an integer (number of GPUs NVML must see), not str 'eight'"
+        "node.toml:1: gpu_count must be an integer (number of GPUs the node must have: NVML's; AMD's or "
+        "Intel's on such a node), not str 'eight'"
     )
     assert "Traceback" not in proc.stderr
 
