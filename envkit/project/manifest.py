@@ -167,19 +167,26 @@ def requirement_name(text: str) -> Optional[str]:
 _EXTRAS: Final = re.compile(r"^\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[^\]]*\])")
 
 
-def kept_pin(pin: str, old: str, *, separator: str = "; ") -> str:
+# The markers envkit writes to give each group of platforms its build (want.platform_marker): a
+# line that has one is envkit's per-platform pin, not the project's own condition.
+_PLATFORM_TERM: Final = r"(?:sys_platform == '\w+'|\(sys_platform == '\w+' and platform_machine == '\w+'\))"
+_PLATFORM_MARKER: Final = re.compile(rf"{_PLATFORM_TERM}(?: or {_PLATFORM_TERM})*")
+
+
+def kept_pin(pin: str, old: str, *, separator: str = "; ", marker: bool = True) -> str:
     """``pin`` (``torch==2.14.1``, maybe with envkit's own platform marker) with what the line it
-    replaces said beside its version: its extras (``torch[opt-einsum]``), and its marker where the
-    pin has none (``; platform_system != "Darwin"``: where the project wants torch at all)."""
+    replaces said beside its version: its extras (``torch[opt-einsum]``), and (``marker``) its
+    marker where the pin has none (``; platform_system != "Darwin"``: where the project wants torch
+    at all), unless it is one envkit wrote to choose a platform's build."""
     extras = _EXTRAS.match(old)
     if extras is not None:
         name = re.match(r"[A-Za-z0-9._-]+", pin)
         if name is not None:
             pin = f"{name.group(0)}{extras.group(1).replace(' ', '')}{pin[name.end() :]}"
-    if ";" in old and ";" not in pin:
-        marker = old.split(";", 1)[1].strip()
-        if marker:
-            pin = f"{pin}{separator}{marker}"
+    if marker and ";" in old and ";" not in pin:
+        condition = old.split(";", 1)[1].strip()
+        if condition and not _PLATFORM_MARKER.fullmatch(condition):
+            pin = f"{pin}{separator}{condition}"
     return pin
 
 

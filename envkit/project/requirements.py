@@ -204,7 +204,10 @@ def edit_lines(lines: Sequence[str], want: Want, *, label: str) -> list[str]:
             if name in placed:
                 continue
             placed.add(name)
-            for i, pin in enumerate(kept_pin(p, _plain(entry.content), separator=" ; ") for p in pins[name]):
+            # a name on several lines is a per-platform layout: the new pins' markers replace theirs
+            own = sum(e.name == name for e in entries) == 1
+            kept = [kept_pin(p, _plain(entry.content), separator=" ; ", marker=own) for p in pins[name]]
+            for i, pin in enumerate(kept):
                 if i == 0 and entry.content == pin:
                     out.append(entry.raw)
                 else:

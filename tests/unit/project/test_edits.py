@@ -492,3 +492,14 @@ def test_a_pip_section_comment_stays_on_its_line(tmp_path: Path) -> None:
     out = edited(conda_env, tmp_path / "environment.yml", text, want_for())
     assert re.search(r"\n      - torch==2\.14\.1\+cu126 +# pinned\n", out) and "einops   # rearrange\n" in out
     assert "pypi.org/simple\n" in out  # the PyPI line carries no comment
+
+
+def test_from_several_platforms_to_one_the_platform_markers_go(tmp_path: Path) -> None:
+    """envkit's own per-platform lines are not the project's condition: after Linux + macOS, an add
+    for Linux alone kept 'sys_platform == 'linux'' on the one torch line (macOS then had no torch)."""
+    path = tmp_path / "requirements.txt"
+    both = edited(requirements, path, "numpy\ntorch  # model\n", want_for(("linux-x86_64", "macos-arm64")))
+    out = edited(requirements, path, both, want_for())
+    assert "torch==2.14.1+cu126  # model\n" in out and "sys_platform" not in out
+    one = edited(requirements, path, "numpy\ntorch ; sys_platform == 'linux'\n", want_for(("macos-arm64",)))
+    assert re.search(r"\ntorch==[\d.]+\n", one) and "sys_platform" not in one  # envkit's form: its own
