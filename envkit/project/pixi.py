@@ -44,7 +44,8 @@ def claims(path: Path, text: str) -> bool:
 
 def _features_with_torch(data: Any) -> list[str]:
     """The features (``[feature.<name>.…]``) that name a torch build of their own: pixi's guide keeps
-    a CPU and a CUDA torch in features, one per environment."""
+    a CPU and a CUDA torch in features, one per environment (prefix-dev/pixi:docs/source_files/
+    pixi_tomls/pytorch-conda-forge-envs.toml@2b47aeb6: pytorch-gpu in feature gpu, pytorch-cpu in cpu)."""
     names = (*_TORCH_CONDA, "torch")
     out = []
     for name, feature in (data.get("feature") or {}).items():
