@@ -31,6 +31,7 @@ __all__ = [
     "Manifest",
     "dumped",
     "edit_sequence",
+    "inline",
     "kept_pin",
     "like",
     "lowest_python",
@@ -39,6 +40,8 @@ __all__ = [
     "requirement_name",
     "shape_error",
     "spaced",
+    "sub_table",
+    "tomlkit_module",
     "unwrap",
 ]
 
@@ -97,6 +100,25 @@ def parse_document(path: Path, text: str) -> Any:
         return tomlkit.parse(text)
     except Exception as exc:  # noqa: BLE001 -- tomlkit's own parse errors (TOMLKitError, ValueError)
         raise InputError(f"{path}: not valid TOML: {exc}") from None
+
+
+def tomlkit_module() -> Any:
+    """tomlkit, imported where a manifest is edited (it is not needed to read one)."""
+    return importlib.import_module("tomlkit")
+
+
+def sub_table(parent: Any, key: str, *, super_table: bool = True) -> Any:
+    """``parent[key]``, made (as an implicit table: no empty ``[tool]`` header) when missing."""
+    if key not in parent:
+        parent[key] = tomlkit_module().table(super_table)
+    return parent[key]
+
+
+def inline(fields: dict[str, Any]) -> Any:
+    """``fields`` as a TOML inline table (``{index = "pytorch-cu126", marker = "…"}``)."""
+    table = tomlkit_module().inline_table()
+    table.update(fields)
+    return table
 
 
 def spaced(table: Any) -> Any:

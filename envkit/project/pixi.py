@@ -8,12 +8,20 @@ builds differ get ``[target.<subdir>.…]`` tables.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Final, Optional
 
 from envkit._files import parse_toml
 from envkit.errors import InputError
-from envkit.project.manifest import Found, dumped, edit_sequence, parse_document, public_range, spaced, unwrap
+from envkit.project.manifest import (
+    Found,
+    dumped,
+    edit_sequence,
+    parse_document,
+    public_range,
+    spaced,
+    tomlkit_module,
+    unwrap,
+)
 from envkit.project.want import TORCH_PACKAGES
 from envkit.specs.conda import SUBDIRS
 from envkit.specs.pixi import conda_text as _conda_text
@@ -32,10 +40,6 @@ __all__ = ["KIND", "apply", "claims", "read", "view"]
 KIND: Final = "pixi"
 _TORCH_CONDA: Final = ("pytorch", "pytorch-gpu", "pytorch-cpu")
 _SELECTORS: Final = ("pytorch-cuda", "cudatoolkit", "cuda-version", "cpuonly")
-
-
-def _tomlkit() -> Any:
-    return importlib.import_module("tomlkit")
 
 
 def claims(path: Path, text: str) -> bool:
@@ -127,7 +131,7 @@ def _pixi_value(spec: str) -> Any:
     if not version.endswith("*") and not spec[len(name) :].startswith("=="):
         version = f"{version}.*"  # conda's "pytorch=2.13.0" is the 2.13.0 series
     if build:
-        table = _tomlkit().inline_table()
+        table = tomlkit_module().inline_table()
         table.update({"version": version, "build": build})
         return table
     return version
@@ -152,16 +156,16 @@ def _section(doc: Any, kind: str, subdir: Optional[str], made: list[Any]) -> Any
     once filled)."""
     if subdir is None:
         if kind not in doc:
-            doc[kind] = _tomlkit().table()
+            doc[kind] = tomlkit_module().table()
             made.append(doc[kind])
         return doc[kind]
     if "target" not in doc:
-        doc["target"] = _tomlkit().table(True)
+        doc["target"] = tomlkit_module().table(True)
     if subdir not in doc["target"]:
-        doc["target"][subdir] = _tomlkit().table(True)
+        doc["target"][subdir] = tomlkit_module().table(True)
     target = doc["target"][subdir]
     if kind not in target:
-        target[kind] = _tomlkit().table()
+        target[kind] = tomlkit_module().table()
         made.append(target[kind])
     return target[kind]
 
@@ -195,7 +199,7 @@ def _edit_conda(doc: Any, want: Want, path: Path, made: list[Any]) -> bool:
     cuda = max((s.plan.cuda for s in want.sources if s.plan.cuda is not None), default=None)
     if cuda is not None:
         if "system-requirements" not in doc:
-            doc["system-requirements"] = _tomlkit().table()
+            doc["system-requirements"] = tomlkit_module().table()
             made.append(doc["system-requirements"])
         # The CUDA major the machines have (pixi's __cuda): conda-forge's cuda-version packages of a
         # major need only that major's driver (minor-version compatibility).
@@ -240,10 +244,10 @@ def _edit_pip(doc: Any, want: Want, path: Path, made: list[Any]) -> bool:
         for pick, _ in [(p, s) for p, s in picks if s is source]:
             extension: Any = f"=={pick.version}"
             if pick.where == "url" and pick.url:
-                extension = _tomlkit().inline_table()
+                extension = tomlkit_module().inline_table()
                 extension.update({"url": pick.url})
             elif pick.where == "index" and pick.index:
-                extension = _tomlkit().inline_table()
+                extension = tomlkit_module().inline_table()
                 extension.update({"version": f"=={pick.version}", "index": pick.index})
             changed |= _set(table, pick.name, extension)
         for name in want.packages:
@@ -251,7 +255,7 @@ def _edit_pip(doc: Any, want: Want, path: Path, made: list[Any]) -> bool:
             if source.index_url is None:
                 value: Any = version
             else:
-                value = _tomlkit().inline_table()
+                value = tomlkit_module().inline_table()
                 value.update({"version": version, "index": source.index_url})
             changed |= _set(table, name, value)
     return changed

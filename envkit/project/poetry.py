@@ -12,7 +12,6 @@ a platform whose build is PyPI's default names ``source = "pypi"``.
 
 from __future__ import annotations
 
-import importlib
 import re
 from typing import TYPE_CHECKING, Any, Final, Optional
 
@@ -20,11 +19,14 @@ from envkit._files import parse_toml
 from envkit.project.manifest import (
     Found,
     dumped,
+    inline,
     lowest_python,
     parse_document,
     public_range,
     requirement_name,
     spaced,
+    sub_table,
+    tomlkit_module,
     unwrap,
 )
 from envkit.project.requirements import select
@@ -44,10 +46,6 @@ __all__ = ["KIND", "apply", "claims", "pep440", "read", "view"]
 KIND: Final = "poetry"
 _CARET: Final = re.compile(r"^\^(\d+)(?:\.(\d+))?(?:\.(\d+))?$")
 _TILDE: Final = re.compile(r"^~(\d+)(?:\.(\d+))?(?:\.(\d+))?$")
-
-
-def _tomlkit() -> Any:
-    return importlib.import_module("tomlkit")
 
 
 def claims(path: Path, text: str) -> bool:
@@ -84,18 +82,6 @@ def _constraints(value: Any) -> list[dict[str, Any]]:
     return [v for v in value or [] if isinstance(v, dict)]
 
 
-def _table(parent: Any, key: str) -> Any:
-    if key not in parent:
-        parent[key] = _tomlkit().table(True)
-    return parent[key]
-
-
-def _entry(fields: dict[str, str]) -> Any:
-    table = _tomlkit().inline_table()
-    table.update(fields)
-    return table
-
-
 def _wanted(want: Want, name: str, source: Source, *, version: bool, several: bool) -> dict[str, str]:
     fields: dict[str, str] = {}
     if version:
@@ -108,7 +94,7 @@ def _wanted(want: Want, name: str, source: Source, *, version: bool, several: bo
 
 
 def _set_sources(doc: Any, want: Want) -> bool:
-    poetry = _table(doc["tool"], "poetry")
+    poetry = sub_table(doc["tool"], "poetry")
     wanted = want.indexed()
     names = {s.index_name for s in wanted}
     used = {
@@ -120,7 +106,7 @@ def _set_sources(doc: Any, want: Want) -> bool:
     if "source" not in poetry:
         if not wanted and not want.pypi_index:
             return False
-        poetry["source"] = _tomlkit().aot()
+        poetry["source"] = tomlkit_module().aot()
     sources = poetry["source"]
     changed = False
     for i in reversed(range(len(sources))):
@@ -140,7 +126,7 @@ def _set_sources(doc: Any, want: Want) -> bool:
     for fields in rows:
         entry = next((e for e in sources if e.get("name") == fields["name"]), None)
         if entry is None:
-            table = _tomlkit().table()
+            table = tomlkit_module().table()
             table.update(fields)
             sources.append(spaced(table))
             changed = True
@@ -157,7 +143,7 @@ def _set_sources(doc: Any, want: Want) -> bool:
 def apply(path: Path, text: str, want: Want) -> str:
     doc = parse_document(path, text)
     project = doc.get("project")
-    poetry = _table(doc["tool"], "poetry")
+    poetry = sub_table(doc["tool"], "poetry")
     pep621 = project is not None and "dependencies" in project
     changed = False
     if pep621:  # Poetry 2: the pins in [project], the sources in [tool.poetry.dependencies]
@@ -166,7 +152,7 @@ def apply(path: Path, text: str, want: Want) -> str:
     deps = poetry.get("dependencies")
     made = deps is None
     if deps is None:
-        deps = poetry["dependencies"] = _tomlkit().table()
+        deps = poetry["dependencies"] = tomlkit_module().table()
     several = len(want.sources) > 1
     only_pypi = all(s.index_name is None for s in want.sources)
     for name in want.packages:
@@ -189,13 +175,13 @@ def apply(path: Path, text: str, want: Want) -> str:
         if value is None:
             del deps[name]
         elif isinstance(value, list):
-            array = _tomlkit().array()
+            array = tomlkit_module().array()
             for fields in value:
-                array.append(_entry(fields))
+                array.append(inline(fields))
             array.multiline(True)
             deps[name] = array
         elif isinstance(value, dict):
-            deps[name] = _entry(value)
+            deps[name] = inline(value)
         else:
             deps[name] = value
         changed = True
@@ -208,10 +194,10 @@ def apply(path: Path, text: str, want: Want) -> str:
         if pep621:
             changed |= set_pins(project["dependencies"], {pick.name: f"{pick.name}=={pick.version}"})
             if value is not None and unwrap(deps.get(pick.name)) != value:
-                deps[pick.name] = _entry(value)
+                deps[pick.name] = inline(value)
                 changed = True
         elif unwrap(deps.get(pick.name)) != (value or str(pick.version)):
-            deps[pick.name] = _entry(value) if value is not None else str(pick.version)
+            deps[pick.name] = inline(value) if value is not None else str(pick.version)
             changed = True
     changed |= _set_sources(doc, want)
     return dumped(doc, text) if changed else text

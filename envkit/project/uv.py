@@ -8,7 +8,6 @@ environment markers", and "... with optional dependencies" for ``--extras``).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any, Final, Optional
 
 from packaging.markers import InvalidMarker, Marker
@@ -19,12 +18,15 @@ from envkit.project.manifest import (
     Found,
     dumped,
     edit_sequence,
+    inline,
     kept_pin,
     lowest_python,
     parse_document,
     public_range,
     requirement_name,
     spaced,
+    sub_table,
+    tomlkit_module,
     unwrap,
 )
 from envkit.project.requirements import select
@@ -43,23 +45,12 @@ __all__ = ["KIND", "apply", "claims", "read", "set_pins", "view"]
 KIND: Final = "uv"
 
 
-def _tomlkit() -> Any:
-    return importlib.import_module("tomlkit")
-
-
 def claims(path: Path, text: str) -> bool:
     if path.name != "pyproject.toml":
         return False
     data = parse_toml(text, str(path))
     tool = data.get("tool") or {}
     return "poetry" not in tool and "pixi" not in tool and ("project" in data or "uv" in tool)
-
-
-def _table(parent: Any, key: str, *, super_table: bool = True) -> Any:
-    """``parent[key]``, made (as an implicit table: no empty ``[tool]`` header) when missing."""
-    if key not in parent:
-        parent[key] = _tomlkit().table(super_table)
-    return parent[key]
 
 
 def set_pins(array: Any, pins: dict[str, str]) -> bool:
@@ -85,12 +76,6 @@ def set_pins(array: Any, pins: dict[str, str]) -> bool:
     return edit_sequence(array, new)
 
 
-def _entry(fields: dict[str, str]) -> Any:
-    table = _tomlkit().inline_table()
-    table.update(fields)
-    return table
-
-
 def _extension_indexes(want: Want) -> list[tuple[str, str, bool]]:
     """(name, URL, flat) of the indexes and find-links pages the extensions' wheels come from."""
     out: dict[str, tuple[str, str, bool]] = {}
@@ -102,14 +87,14 @@ def _extension_indexes(want: Want) -> list[tuple[str, str, bool]]:
 
 
 def _set_indexes(doc: Any, want: Want, referenced: set[str]) -> bool:
-    uv = _table(_table(doc, "tool"), "uv")
+    uv = sub_table(sub_table(doc, "tool"), "uv")
     wanted = [(str(s.index_name), str(s.index_url), s.flat) for s in want.indexed()]
     wanted += _extension_indexes(want)
     names = {name for name, _, _ in wanted}
     if "index" not in uv:
         if not wanted and not want.pypi_index:
             return False
-        uv["index"] = _tomlkit().aot()
+        uv["index"] = tomlkit_module().aot()
     indexes = uv["index"]
     changed = False
     for i in reversed(range(len(indexes))):  # indexes of builds no longer wanted, nothing else uses
@@ -124,7 +109,7 @@ def _set_indexes(doc: Any, want: Want, referenced: set[str]) -> bool:
             fields["format"] = "flat"
         entry = next((e for e in indexes if e.get("name") == index_name), None)
         if entry is None:
-            table = _tomlkit().table()
+            table = tomlkit_module().table()
             table.update(fields)
             indexes.append(spaced(table))
             changed = True
@@ -136,7 +121,7 @@ def _set_indexes(doc: Any, want: Want, referenced: set[str]) -> bool:
     if want.pypi_index:  # a PyPI mirror: the project's default index (uv's in place of PyPI)
         default = next((e for e in indexes if e.get("default")), None)
         if default is None:
-            table = _tomlkit().table()
+            table = tomlkit_module().table()
             table.update({"name": "pypi-mirror", "url": want.pypi_index, "default": True})
             indexes.append(spaced(table))
             changed = True
@@ -175,7 +160,7 @@ def _extension_sources(want: Want, name: str) -> list[dict[str, str]]:
 
 def _set_sources(doc: Any, want: Want) -> tuple[bool, set[str]]:
     """[tool.uv.sources] for the torch packages; also the index names other packages' sources use."""
-    uv = _table(_table(doc, "tool"), "uv")
+    uv = sub_table(sub_table(doc, "tool"), "uv")
     if want.extras:
         pairs = [({"extra": extra}, s) for extra, s in want.extras]
     else:
@@ -195,7 +180,7 @@ def _set_sources(doc: Any, want: Want) -> tuple[bool, set[str]]:
     if sources is None:
         if not any(wanted_of.values()):
             return False, referenced
-        sources = uv["sources"] = _tomlkit().table()
+        sources = uv["sources"] = tomlkit_module().table()
         made = True
     changed = False
     for name, wanted in wanted_of.items():
@@ -207,9 +192,9 @@ def _set_sources(doc: Any, want: Want) -> tuple[bool, set[str]]:
             continue
         if current == wanted:
             continue
-        array = _tomlkit().array()
+        array = tomlkit_module().array()
         for fields in wanted:
-            array.append(_entry(fields))
+            array.append(inline(fields))
         if len(wanted) > 1:
             array.multiline(True)
         sources[name] = array
@@ -217,7 +202,7 @@ def _set_sources(doc: Any, want: Want) -> tuple[bool, set[str]]:
     if not len(sources):
         del uv["sources"]
     elif made:
-        sources.add(_tomlkit().nl())  # a blank line before whatever table comes next
+        sources.add(tomlkit_module().nl())  # a blank line before whatever table comes next
     return changed, referenced
 
 
@@ -232,21 +217,21 @@ def _set_extras(doc: Any, want: Want) -> bool:
             d for d in map(unwrap, project["dependencies"]) if requirement_name(str(d)) not in want.packages
         ]
         changed |= edit_sequence(project["dependencies"], kept)
-    optional = _table(project, "optional-dependencies", super_table=False)
+    optional = sub_table(project, "optional-dependencies", super_table=False)
     for extra, source in want.extras:
         if extra not in optional:
-            optional[extra] = _tomlkit().array()
+            optional[extra] = tomlkit_module().array()
         changed |= set_pins(optional[extra], {n: want.pin(n, source, local=False) for n in want.packages})
-    uv = _table(_table(doc, "tool"), "uv")
+    uv = sub_table(sub_table(doc, "tool"), "uv")
     group = [{"extra": extra} for extra, _ in want.extras]
     conflicts = uv.get("conflicts")
     if conflicts is None:
-        conflicts = uv["conflicts"] = _tomlkit().array()
+        conflicts = uv["conflicts"] = tomlkit_module().array()
         conflicts.multiline(True)
     if not any(sorted(map(str, unwrap(g))) == sorted(map(str, group)) for g in conflicts):
-        array = _tomlkit().array()
+        array = tomlkit_module().array()
         for fields in group:
-            array.append(_entry(fields))
+            array.append(inline(fields))
         conflicts.append(array)
         changed = True
     return changed
@@ -276,7 +261,7 @@ def apply(path: Path, text: str, want: Want) -> str:
         changed |= _set_extras(doc, want)
     else:
         if "dependencies" not in project:
-            project["dependencies"] = _tomlkit().array()
+            project["dependencies"] = tomlkit_module().array()
         pins = {n: want.pin(n, want.sources[0], local=False) for n in want.packages}
         pins.update(_extension_pins(want))
         changed |= set_pins(project["dependencies"], pins)
