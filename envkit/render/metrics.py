@@ -7,7 +7,7 @@ docs/practices/naming.md@c105550a, https://prometheus.io/docs/practices/naming/)
 prefix, base units spelled as a suffix (``_seconds``, ``_bytes_per_second``, ``_ratio``),
 ``_timestamp_seconds`` for a time, ``_info`` pseudo-metrics with value 1 for metadata, ``_total``
 for counters, and no label that names the host (Prometheus adds ``instance``) or grows without
-bound (no paths, no per-run values).
+bound (no paths, no per-run values, no free text such as a check's summary).
 
 The text itself (the two formats, escaping, redaction of every label value) is
 envkit.render.exposition's; this module says which families a report makes.
@@ -267,13 +267,16 @@ def families(report: Report, *, strict: bool = False, watch: Optional[WatchState
             "Each check's verdict: 2 fail, 1 warn, 0 pass, -1 skip (could not run: no evidence).",
             [({"check": c.id}, STATUS_VALUE[c.status]) for c in report.checks],
         ),
+        # The cause's check id and status only: its summary is free text with figures in it ("GPU 3
+        # has 12 volatile uncorrected ECC errors"), a new series whenever a figure moves, which
+        # Prometheus's naming guide rules out for labels (unbounded values) and which restarts an
+        # alert's `for:` clock on every change. The words are preflight's reason (stderr, --npd).
         family(
             "envkit_cause",
             "info",
-            "The most likely cause of what warns or fails (doctor's first line); absent when none.",
-            []
-            if cause is None
-            else [({"check": cause.id, "status": cause.status.value, "summary": cause.summary}, 1)],
+            "The check that is the most likely cause of what warns or fails (doctor's first line); "
+            "absent when none.",
+            [] if cause is None else [({"check": cause.id, "status": cause.status.value}, 1)],
         ),
     ]
     if report.duration_s is not None:

@@ -137,7 +137,21 @@ def test_a_failure_sets_healthy_to_0_and_names_the_cause() -> None:
     assert samples(got["envkit_healthy"]) == {(): 0.0}
     assert samples(got["envkit_check_status"])[(("check", "torch.gpu_arch"),)] == 2
     ((labels, _),) = samples(got["envkit_cause_info"]).items()
-    assert dict(labels) == {"check": "torch.gpu_arch", "status": "fail", "summary": failing.summary}
+    assert dict(labels) == {"check": "torch.gpu_arch", "status": "fail"}
+
+
+def test_the_cause_stays_one_series_while_its_figures_move() -> None:
+    # A summary is free text with figures that move from run to run: as a label it made a new series
+    # each time (Prometheus's naming guide: no labels of unbounded values), and each new series
+    # restarted EnvkitNodeUnhealthy's `for: 10m`, so a node whose ECC count grew every run never
+    # alerted (promtool showed no alert after 14 unhealthy minutes).
+    def series(summary: str) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+        report = dataclasses.replace(h200(), checks=(CheckResult("gpu.health", Status.FAIL, summary),))
+        return {(f.name, labels) for f in families(report) for labels, _ in f.samples}
+
+    assert series("GPU 3 has 12 volatile uncorrected ECC errors") == series(
+        "GPU 3 has 13 volatile uncorrected ECC errors"
+    )
 
 
 def test_strict_counts_warnings() -> None:
@@ -186,10 +200,6 @@ def test_hostile_names_stay_one_label_and_secrets_stay_out(openmetrics: bool) ->
     model = dict(labels)["model"]
     assert model.startswith('H100 "x"\\ \n␛[2J} 1\nenvkit_healthy 1 HF_TOKEN=***')
     assert samples(got["envkit_healthy"]) == {(): 0.0}  # the GPU name did not forge a sample
-    summary = dict(next(iter(samples(got["envkit_cause" if openmetrics else "envkit_cause_info"]))))[
-        "summary"
-    ]
-    assert summary == "pip said: https://***@mirror.example/simple"
 
 
 @examples(15, 200)
