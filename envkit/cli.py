@@ -1036,12 +1036,11 @@ def _watch(
     changes (envkit.commands.watch); ends with Ctrl-C or SIGTERM (exit 130)."""
     from envkit.commands.watch import parse_every, watch
     from envkit.progress import NO_PROGRESS
-    from envkit.render.metrics import WatchState
+    from envkit.render.files import WatchFiles
 
     interval = parse_every(every)
     files.check()  # a path that cannot be written is exit 2 before the first run, not a log line
     budgets = [_left(timeout)]  # the first run's budget counts from the process's start
-    shown: dict[str, str] = {}
 
     from envkit.render.streams import stderr as raw_stderr
 
@@ -1053,28 +1052,10 @@ def _watch(
     def run() -> "Report":
         return once(budgets.pop() if budgets else timeout, NO_PROGRESS)
 
-    def landed(report: "Report", runs: int, skipped: int) -> None:
-        # nfd-worker re-reads the file every 60 s (its default core.sleepInterval): the labels
-        # outlive three missed runs and one re-read, then NFD drops them instead of vouching for
-        # a node whose watch has stopped.
-        expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=3 * interval + 60)
-        errors = files.write(
-            report,
-            strict=strict,
-            watch=WatchState(runs, skipped, interval),
-            labels_expire=expires,
-            deadline=time.monotonic() + min(timeout, interval),  # a FIFO's reader: before the next run
-        )
-        now = {e.message.split(":", 1)[0]: e.message for e in errors}
-        for key, message in now.items():
-            if shown.get(key) != message:
-                log(message)
-        for key in set(shown) - set(now):
-            log(f"{key}: written again")
-        shown.clear()
-        shown.update(now)
-
-    watch(run, interval=interval, landed=landed, log=log, strict=strict)
+    writer = WatchFiles(files, interval=interval, timeout=timeout, strict=strict, log=log)
+    watch(
+        run, interval=interval, landed=writer.landed, skipped_run=writer.skipped_run, log=log, strict=strict
+    )
     return 0
 
 

@@ -11,7 +11,8 @@ when the next slot comes (envkit.detect.stragglers): that run waits for it until
 (at least a second), then is skipped and counted, so hung detectors never pile up one per interval.
 
 Nothing here prints: what changed goes to ``log`` (one line, only when a check's verdict or the
-run's outcome changes) and each report to ``landed`` (the command line writes the files).
+run's outcome changes), each report to ``landed`` and each skip to ``skipped_run``
+(envkit.render.files.WatchFiles writes the files).
 SIGINT and SIGTERM (envkit._signals) end the loop wherever it is, as KeyboardInterrupt.
 """
 
@@ -107,6 +108,7 @@ def watch(
     interval: float,
     landed: Callable[[Report, int, int], None],
     log: Callable[[str], None],
+    skipped_run: Optional[Callable[[int, int], None]] = None,
     strict: bool = False,
     runs: Optional[int] = None,
     clock: Callable[[], float] = time.monotonic,
@@ -114,7 +116,9 @@ def watch(
     stuck: Callable[[], list[threading.Thread]] = stragglers,
 ) -> int:
     """Run ``run`` every ``interval`` seconds until interrupted (or ``runs`` times, for tests and
-    benchmarks); ``landed(report, runs, skipped)`` after each run. Returns how many ran."""
+    benchmarks); ``landed(report, runs, skipped)`` after each run and ``skipped_run(runs, skipped)``
+    after each skip (while a detector stays stuck no run lands, and the count must still reach the
+    metrics: it is what EnvkitDetectorStuck alerts on). Returns how many ran."""
     verdicts = Verdicts()
     start = clock()
     done = skipped = slot = 0
@@ -133,6 +137,8 @@ def watch(
                 log(
                     f"run skipped: the previous run's {', '.join(still)} has not ended (stuck in the kernel?)"
                 )
+            if skipped_run is not None:
+                skipped_run(done, skipped)
         else:
             try:
                 report = run()

@@ -187,6 +187,7 @@ def test_a_detector_stuck_in_the_kernel_makes_the_next_run_wait(
     system = machine.system()
     logs: list[str] = []
     skipped_seen: list[int] = []
+    heard: list[tuple[int, int]] = []
 
     def release() -> None:
         real = tmp_path / "version"
@@ -205,6 +206,7 @@ def test_a_detector_stuck_in_the_kernel_makes_the_next_run_wait(
             lambda: preflight(system, python=sys.executable, timeout=0.3),
             interval=0.2,
             landed=lambda _report, _runs, skipped: skipped_seen.append(skipped),
+            skipped_run=lambda runs, skipped: heard.append((runs, skipped)),
             log=logs.append,
             runs=2,
             stuck=lambda: [t for t in stragglers() if t not in before],
@@ -215,10 +217,98 @@ def test_a_detector_stuck_in_the_kernel_makes_the_next_run_wait(
             thread.join(5)
     assert done == 2
     assert skipped_seen[0] == 0 and skipped_seen[1] >= 1  # slots skipped while the reader was stuck
+    assert heard == [(1, n) for n in range(1, skipped_seen[1] + 1)]  # heard as each was skipped
     skips = [line for line in logs if line.startswith("run skipped")]
     assert len(skips) == 1  # said once, not once per slot
     assert "envkit-" in skips[0] and "has not ended" in skips[0]
     assert set(stragglers()) <= before
+
+
+class StuckDetector:
+    """A detector thread stuck for the first ``joins`` waits on it (a stand-in: waiting moves the
+    fake clock instead of the real one)."""
+
+    name = "envkit-driver"
+
+    def __init__(self, clock: list[float], joins: int) -> None:
+        self.clock, self.joins = clock, joins
+
+    def join(self, timeout: float | None = None) -> None:
+        self.clock[0] += timeout or 0.0
+        self.joins -= 1
+
+    def is_alive(self) -> bool:
+        return self.joins >= 0
+
+
+def test_skipped_runs_are_heard_while_the_detector_stays_stuck() -> None:
+    # While a detector stays stuck no run lands, so the skip count must reach the files on its own:
+    # it is what EnvkitDetectorStuck alerts on (before, the metrics kept the last run's count until a
+    # run landed again, which a detector stuck for good never lets happen).
+    clock = [0.0]
+    detector = StuckDetector(clock, joins=2)
+    landed: list[tuple[int, int]] = []
+    heard: list[tuple[int, int]] = []
+
+    def run() -> Report:
+        clock[0] += 0.1
+        return report_of(result("gpu.health", Status.PASS))
+
+    logs: list[str] = []
+    done = watch(
+        run,
+        interval=1.0,
+        landed=lambda _report, runs, skipped: landed.append((runs, skipped)),
+        skipped_run=lambda runs, skipped: heard.append((runs, skipped)),
+        log=logs.append,
+        runs=2,
+        clock=lambda: clock[0],
+        sleep=lambda seconds: clock.__setitem__(0, clock[0] + seconds),
+        stuck=lambda: [detector] if landed else [],  # type: ignore[list-item]
+    )
+    assert done == 2
+    assert heard == [(1, 1), (1, 2)]  # each skip as it happens, the first run's count beside it
+    assert landed == [(1, 0), (2, 2)]
+    assert len([line for line in logs if line.startswith("run skipped")]) == 1
+
+
+def test_a_skip_rewrites_the_metrics_of_the_last_run_and_leaves_the_labels_to_expire(
+    tmp_path: Path,
+) -> None:
+    from envkit.render.files import ReportFiles, WatchFiles
+
+    prom, labels = tmp_path / "envkit.prom", tmp_path / "envkit-labels"
+    logs: list[str] = []
+    writer = WatchFiles(
+        ReportFiles(metrics=str(prom), nfd_labels=str(labels)), interval=300.0, strict=False, log=logs.append
+    )
+    writer.skipped_run(0, 1)  # nothing landed yet: nothing to write
+    assert not prom.exists()
+    report = dataclasses.replace(report_of(result("gpu.health", Status.PASS)), duration_s=0.2)
+    writer.landed(report, 1, 0)
+    labelled = labels.read_bytes()
+
+    def figures() -> dict[str, float]:
+        text = prom.read_text(encoding="utf-8")
+        return {f.name: f.samples[0].value for f in text_string_to_metric_families(text) if f.samples}
+
+    stamp = figures()["envkit_run_timestamp_seconds"]
+    writer.skipped_run(1, 1)
+    writer.skipped_run(1, 2)
+    got = figures()
+    assert (got["envkit_watch_runs"], got["envkit_watch_runs_skipped"]) == (1, 2)
+    assert got["envkit_run_timestamp_seconds"] == stamp  # the run is as old as it is: EnvkitStale
+    assert got["envkit_healthy"] == 1
+    assert labels.read_bytes() == labelled  # their expiry is not pushed on by a skip
+    # A metrics path that cannot be written on a skip: said once, and once when written again.
+    prom.unlink()
+    prom.mkdir()
+    writer.skipped_run(1, 3)
+    writer.skipped_run(1, 4)
+    prom.rmdir()
+    writer.skipped_run(1, 5)
+    assert logs == [f"--metrics {prom}: is a folder; give a file name", f"--metrics {prom}: written again"]
+    assert figures()["envkit_watch_runs_skipped"] == 5
 
 
 def test_a_bad_expect_edit_is_logged_once_and_the_watch_goes_on(tmp_path: Path) -> None:
@@ -329,6 +419,61 @@ def test_a_real_watch_with_a_hung_nvidia_smi(tmp_path: Path) -> None:
     families = {f.name: f for f in text_string_to_metric_families(prom.read_text(encoding="utf-8"))}
     (duration,) = families["envkit_run_duration_seconds"].samples
     assert duration.value < 5
+
+
+# The real command line on a fake machine root (a real process cannot use the cli_machine fixture).
+ON_A_ROOT = """\
+import dataclasses, sys
+from pathlib import Path
+import envkit.system
+@dataclasses.dataclass(frozen=True)
+class OnRoot(envkit.system.System):
+    root: Path = Path(sys.argv.pop(1))
+envkit.system.System = OnRoot
+from envkit.cli import main
+main()
+"""
+
+
+@pytest.mark.slow  # ~4 s: a run that waits out a stuck reader, then two skips of a second or more
+def test_a_real_watch_writes_the_skips_while_a_detector_stays_stuck(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    version = root / "proc" / "driver" / "nvidia" / "version"
+    version.parent.mkdir(parents=True)
+    os.mkfifo(version)  # no writer, ever: the driver's reader stays stuck as on a wedged driver
+    driver = tmp_path / "on_root.py"
+    driver.write_text(ON_A_ROOT, encoding="utf-8")
+    prom, labels = tmp_path / "envkit.prom", tmp_path / "envkit-labels"
+    proc = subprocess.Popen(
+        [sys.executable, str(driver), str(root), "preflight", "--every", "0.3s", "--timeout", "1"]
+        + ["--metrics", str(prom), "--nfd-labels", str(labels)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[3]), "PATH": "/usr/bin:/bin"},
+    )
+
+    def skips() -> float:
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            for family in text_string_to_metric_families(prom.read_text(encoding="utf-8")):
+                if family.name == "envkit_watch_runs_skipped":
+                    return family.samples[0].value
+        return 0
+
+    try:
+        end = time.monotonic() + 30
+        while skips() < 2 and time.monotonic() < end and proc.poll() is None:
+            time.sleep(0.05)
+        assert skips() >= 2, proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+        assert metrics_runs(prom) == 1  # no run landed meanwhile: the reader is still stuck
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert sum("run skipped" in line for line in err.splitlines()) == 1
 
 
 def test_watch_metrics_carry_the_run_count(tmp_path: Path) -> None:
