@@ -379,6 +379,13 @@ def _mirror(it: SpecIntent) -> CheckResult:
             found.append(
                 (Status.WARN, "the nightly index as an --extra-index-url", why, f"--index-url {url}")
             )
+    urls = [u for u in (*spec.extra_index_urls, *spec.find_links) if u]
+    pypi_only = all((m := row(u)) is not None and m.kind is MirrorKind.PYPI for u in urls)
+    if torch is not None and torch.local and spec.index_url is None and pypi_only:
+        summary = f"{torch.text}: PyPI has no +{torch.local} build, and the file names no torch index"
+        why = "PyPI carries one build per release, without a local version (tuna/issues#1050)."
+        fix = f"--index-url https://download.pytorch.org/whl/{torch.local} (and PyPI as --extra-index-url)"
+        found.append((Status.FAIL, summary, why, fix))
     for channel in spec.channels:
         m = row(channel) if "://" in channel else None
         name = channel.rstrip("/")[len(m.url) + 1 :] if m is not None else ""

@@ -80,3 +80,18 @@ def test_after_a_cross_platform_add_check_finds_nothing_on_macos(tmp_path: Path)
     (tmp_path / "requirements.txt").write_text(f"--index-url {CU126}\ntorch==2.14.1\n", encoding="utf-8")
     only = envkit("check", "--project", str(tmp_path / "requirements.txt"), "--platform", "macos-arm64")
     assert only.exit_code == 1 and "has no cu126 build for macos-arm64" in only.stdout
+
+
+def test_a_local_version_pin_with_no_torch_index_fails(tmp_path: Path) -> None:
+    """torch==2.1.0+cu118 and no index: pip and uv look on PyPI, which has no +cu118 build ('No
+    matching distribution'); check passed it ('torch 2.1.0 is published on its index'). spec --check
+    says so too; after envkit add, the uv project names its index and passes."""
+    path = tmp_path / "pyproject.toml"
+    path.write_text(UV_INIT.replace('"numpy>=1.26",', '"torch==2.1.0+cu118",'), encoding="utf-8")
+    result = envkit("check", "--project", str(path), *H100, "--json")
+    assert result.exit_code == 1
+    mirror = _checks(result)["spec.mirror"]
+    assert mirror["status"] == "fail" and "PyPI has no +cu118 build" in mirror["summary"]
+    assert mirror["fix"].startswith("envkit add torch")
+    assert envkit("add", "--project", str(path), *H100).exit_code == 0
+    assert envkit("check", "--project", str(path), *H100).exit_code == 0
