@@ -13,11 +13,19 @@ passed as --with) the release of each extension the plan picks with ``extensions
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import http.server
 import json
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -26,6 +34,7 @@ else:  # pragma: no cover
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT / "tests" / "data" / "resolve" / "targets.toml"
+CHANNEL_PAGES = ROOT / "tests" / "data" / "pytorch-channels"
 PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64", "macos-x86_64")
 REQUIRED = ("id", "platform", "python", "expect", "why", "sources")
 NO_BUILD = "no build"
@@ -86,14 +95,16 @@ def command(t: dict[str, Any]) -> list[str]:
             cmd += [f"--{flag}", t[flag]]
     for spec in t.get("with", []):
         cmd += ["--with", spec]
+    if t.get("nightly"):
+        cmd.append("--nightly")
     if t.get("allow_build"):
         cmd.append("--allow-build")
     return cmd
 
 
-def answer(t: dict[str, Any]) -> str:
+def answer(t: dict[str, Any], env: Optional[dict[str, str]] = None) -> str:
     """What envkit says for the target: "TORCH+VARIANT", "no build", or "error: ..."."""
-    proc = subprocess.run(command(t), capture_output=True, text=True, timeout=120, cwd=ROOT)
+    proc = subprocess.run(command(t), capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     if proc.returncode == NO_BUILD_EXIT:
         return NO_BUILD
     if proc.returncode != 0:
@@ -101,11 +112,37 @@ def answer(t: dict[str, Any]) -> str:
         return f"error (exit {proc.returncode}): {last}"
     plan = json.loads(proc.stdout)
     got = f"{plan['torch']}+{plan['variant']}"
+    if t.get("index") and plan.get("index_url") != t["index"]:
+        return f"{got} from {plan.get('index_url')}"
     wanted = t.get("extensions", {})
     picks = {p["name"]: p["version"] + (" (build)" if p["build"] else "") for p in plan.get("extensions", [])}
     if wanted and picks != wanted:
         return f"{got} with {', '.join(f'{n} {v}' for n, v in sorted(picks.items()))}"
     return got
+
+
+@contextlib.contextmanager
+def _channel_pages(needed: bool) -> Iterator[Optional[dict[str, str]]]:
+    """The nightly targets read tests/data/pytorch-channels, served on 127.0.0.1 as a copy of
+    download.pytorch.org/whl (ENVKIT_PYTORCH_INDEX): the live channel changes every day."""
+    if not needed:
+        yield None
+        return
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        request_queue_size = 64
+
+    server = Server(("127.0.0.1", 0), functools.partial(Quiet, directory=str(CHANNEL_PAGES)))
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        yield {**os.environ, "ENVKIT_PYTORCH_INDEX": f"http://127.0.0.1:{server.server_address[1]}/whl"}
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def main(argv: list[str]) -> int:
@@ -121,8 +158,9 @@ def main(argv: list[str]) -> int:
     if args.only:
         targets = [t for t in targets if t["id"] == args.only]
     right = 0
-    for t in targets:
-        got = answer(t)
+    with _channel_pages(any(t.get("nightly") for t in targets)) as env:
+        results = [(t, answer(t, env)) for t in targets]
+    for t, got in results:
         if got == t["expect"]:
             right += 1
         else:

@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from envkit.knowledge import load_knowledge
-from envkit.resolve.target import parse_gpu
+from envkit.resolve.target import AccelTarget, GpuTarget, parse_any_gpu
 from envkit.versions import Version
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,11 @@ def test_old_and_new_driver_branches_are_covered() -> None:
 
 def test_every_gpu_name_is_one_envkit_knows() -> None:
     gpus = {g for t in TARGETS for g in t.get("gpus", [])}
-    ccs = {parse_gpu(g, K).cc for g in gpus}
+    found = [parse_any_gpu(g, K) for g in gpus]  # every name parses (an unknown one raises)
+    ccs = {g.cc for g in found if isinstance(g, GpuTarget)}
+    # AMD (gfx targets) and Intel (XPU families) too.
+    accel = {(g.vendor, g.arch) for g in found if isinstance(g, AccelTarget)}
+    assert {("amd", "gfx942"), ("amd", "gfx1103"), ("intel", "bmg"), ("intel", "dg2")} <= accel
     # Kepler through Blackwell.
     for cc in ("3.7", "5.2", "6.1", "7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "12.0", "12.1"):
         assert any(f"{c.major}.{c.minor}" == cc for c in ccs), cc
@@ -57,8 +61,8 @@ def test_every_gpu_name_is_one_envkit_knows() -> None:
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: t["id"])
 def test_expected_builds_name_known_releases(target: dict[str, object]) -> None:
     expect = str(target["expect"])
-    if expect == "no build":
-        return
+    if expect == "no build" or target.get("nightly") or target.get("index"):
+        return  # a nightly's build, or a JetPack index's, is no release of the table's
     torch, variant = expect.split("+")
     release = K.release(Version(torch))
     assert release is not None, f"{target['id']}: torch {torch} is not in releases.toml"
