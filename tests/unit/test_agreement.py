@@ -148,11 +148,11 @@ def _bad(results: Sequence[CheckResult]) -> list[CheckResult]:
     return [r for r in results if r.status in (Status.WARN, Status.FAIL)]
 
 
-def _carried(result: CheckResult, plan: Plan) -> bool:
+def _carried(result: CheckResult, warnings: Sequence[str]) -> bool:
     """A warning the plan carries itself (the same finding, said when the plan was made)."""
     if result.status is not Status.WARN or result.id not in ("spec.driver", "torch.driver_compat"):
         return False  # only the build's own driver warning; a base image's is another finding
-    return any("minor-version compatibility" in w for w in plan.warnings) and (
+    return any("minor-version compatibility" in w for w in warnings) and (
         "minor-version compatibility" in result.summary
     )
 
@@ -181,12 +181,11 @@ def _render_then_check(case: Case, fmt: str, tmp: Path) -> None:
         )
     except (NoBuildError, InputError):
         return  # nothing planned (no build, no base image): nothing written to check
-    plan = _plan_of(case, fmt)
     for written in made.written:
         if written.name in ("pyproject.toml", "virtual-packages.yml"):
             continue  # spec --check reads environment.yml, requirements.txt and container files
         check = spec_command.check(SYSTEM, str(written), case.flags(fmt))
-        bad = [r for r in _bad(check.results) if not _carried(r, plan)]
+        bad = [r for r in _bad(check.results) if not _carried(r, made.warnings)]
         assert not bad, f"envkit spec pt2 --format {fmt} {case}\n{written.name}:\n{_describe(bad)}"
 
 
@@ -308,7 +307,9 @@ def _installed_build_passes_doctor(case: Case, fmt: str) -> None:
     except (NoBuildError, InputError):
         return
     bad = [
-        r for r in _judge(facts).values() if r.status in (Status.WARN, Status.FAIL) and not _carried(r, plan)
+        r
+        for r in _judge(facts).values()
+        if r.status in (Status.WARN, Status.FAIL) and not _carried(r, plan.warnings)
     ]
     # driver.support's "too old for every current torch release" is about the driver, and the plan
     # says it in its own way: it is for an older torch.
