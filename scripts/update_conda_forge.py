@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The CUDA builds of conda-forge's pytorch, per release and subdir, read from the feedstock's own
-build matrix: every commit on main and the release branches whose recipe/meta.yaml sets a
-release's version (the
+build matrix: every commit of main's and the release branches' first-parent history (what their
+CI built and uploaded) whose recipe/meta.yaml sets a release's version (the
 rows of ``[[conda_forge_release]]`` in envkit/knowledge/conda.toml cite one of them), and the
 ``.ci_support/*.yaml`` files of each, one per build, naming its ``target_platform`` and
 ``cuda_compiler_version`` ("None" for the CPU build). A release's builds are the union over its
@@ -59,23 +59,33 @@ def builds(repo: Path, commit: str) -> dict[str, list[str]]:
     return {p: sorted(v, key=lambda s: tuple(int(x) for x in s.split("."))) for p, v in sorted(found.items())}
 
 
+# What decides a build: the version (recipe) and the build matrix (re-rendered .ci_support files).
+_BUILD_FILES = ("recipe/meta.yaml", ".ci_support")
+
+
 def versions_by_commit(repo: Path) -> dict[str, list[str]]:
-    """release -> the commits whose recipe/meta.yaml sets that version, on main and the release
-    branches (vX.Y.x) the feedstock builds from: never a pull request's or a debug branch's."""
+    """release -> the commits whose recipe/meta.yaml sets that version, oldest first, on main and
+    the release branches (vX.Y.x) the feedstock builds from, and only their first-parent history:
+    the commits CI built and uploaded from those branches. A merged pull request's own commits are
+    reachable from main too, but were only ever built in the pull request's CI (pull request #448
+    bumped to 2.9.0, then to 2.9.1 before it was merged: conda-forge never published 2.9.0)."""
     found: dict[str, list[str]] = {}
     branches = [
         b
         for b in git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/").split()
         if re.search(r"/(main|master|v\d+\.\d+\.x)$", b)
     ]
-    for commit in git(repo, "log", "--format=%H", *branches, "--", "recipe/meta.yaml", ".ci_support").split():
-        try:
-            recipe = git(repo, "show", f"{commit}:recipe/meta.yaml")
-        except subprocess.CalledProcessError:
-            continue
-        match = re.search(r'set version = "([^"]+)"', recipe)
-        if match and "rc" not in match.group(1):
-            found.setdefault(match.group(1), []).append(commit)
+    for branch in branches:
+        log = git(repo, "log", "--first-parent", "--reverse", "--format=%H", branch, "--", *_BUILD_FILES)
+        for commit in log.split():
+            try:
+                recipe = git(repo, "show", f"{commit}:recipe/meta.yaml")
+            except subprocess.CalledProcessError:
+                continue
+            match = re.search(r'set version = "([^"]+)"', recipe)
+            commits = found.setdefault(match.group(1), []) if match and "rc" not in match.group(1) else None
+            if commits is not None and commit not in commits:
+                commits.append(commit)
     return found
 
 
@@ -98,7 +108,9 @@ def main() -> None:
             f'"{p}" = [{", ".join(chr(34) + v + chr(34) for v in sorted(vs, key=key))}]'
             for p, vs in sorted(union.items())
         )
-        print(f'torch = "{row["torch"]}"  # {len(commits.get(row["torch"], []))} commits')
+        built = commits.get(row["torch"], [])
+        first = f", first at {built[0][:8]}" if built else ": never built on main or a release branch"
+        print(f'torch = "{row["torch"]}"  # {len(built)} commits{first}')
         print(f"cuda = {{ {table} }}\n")
 
 

@@ -122,6 +122,14 @@ def test_conda_never_offers_the_pytorch_channel_past_2_5_1() -> None:
     assert "--channel pip" in info.value.hint
 
 
+def test_conda_forge_offers_only_the_releases_it_built() -> None:
+    # conda-forge never built 2.9.0: its pull request bumped to 2.9.0, then to 2.9.1 before it was
+    # merged (knowledge/conda.toml); 2.9.1 is there, with linux-64's cuda129 build.
+    with pytest.raises(NoBuildError):
+        plan(target("580.65.06", "sm_90"), torch="==2.9.0", channel="conda")
+    assert plan(target("580.65.06", "sm_90"), torch="==2.9.1", channel="conda").variant == "cu129"
+
+
 def test_machine_without_gpu_gets_cpu() -> None:
     p = plan(target(None))
     assert p.variant == "cpu"
