@@ -221,6 +221,17 @@ def conda_text(name: str, value: Any) -> str:
     return f"{name} {value}"
 
 
+def _pypi_options(data: Any) -> list[str]:
+    """The workspace's [pypi-options] as pip's requirements-file options."""
+    options = _unwrap(data.get("pypi-options")) or {}
+    lines = [f"--index-url {options['index-url']}"] if options.get("index-url") else []
+    lines += [f"--extra-index-url {url}" for url in options.get("extra-index-urls") or []]
+    for link in options.get("find-links") or []:
+        where = link.get("url") or link.get("path") if isinstance(link, dict) else link
+        lines += [f"--find-links {where}"] if where else []
+    return lines
+
+
 def read_pixi(path: str, text: str, platform: str) -> SpecFile:
     """A pixi.toml as the checks read a spec: its torch for ``platform`` (the base tables and the
     target tables that apply there), the conda route's channels and [system-requirements] cuda, or
@@ -238,9 +249,10 @@ def read_pixi(path: str, text: str, platform: str) -> SpecFile:
         value = pypi["torch"]
         version = value.get("version", "") if isinstance(value, dict) else str(value)
         index = value.get("index") if isinstance(value, dict) else None
-        lines = ([f"--index-url {index}"] if index else []) + [
-            f"torch{'' if version in ('', '*') else version}"
-        ]
+        torch = f"torch{'' if version in ('', '*') else version}"
+        # A package's own index is the only one it comes from; else [pypi-options]' index-url
+        # (PyPI's stand-in) and extra-index-urls as pip reads them (pixi docs, "pypi-options").
+        lines = [f"--index-url {index}", torch] if index else [*_pypi_options(data), torch]
         spec = pip_spec(path, lines)
     else:
         channels = [

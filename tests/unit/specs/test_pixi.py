@@ -146,6 +146,18 @@ def test_a_target_table_applies_on_its_platform(tmp_path: Path) -> None:
     assert results["spec.system_requirements"].status is Status.PASS
 
 
+def test_pypi_options_name_the_index_torch_comes_from(tmp_path: Path) -> None:
+    """[pypi-options] index-url replaces PyPI for every PyPI dependency without an index of its
+    own: torch==2.5.1 from the cu118 index is the cu118 build, which a 470 driver runs."""
+    path = tmp_path / "pixi.toml"
+    head = '[workspace]\nname = "x"\nchannels = ["conda-forge"]\nplatforms = ["linux-64"]\n'
+    options = '[pypi-options]\nindex-url = "https://download.pytorch.org/whl/cu118"\n'
+    path.write_text(f'{head}{options}[pypi-dependencies]\ntorch = "==2.5.1"\n', encoding="utf-8")
+    results = {r.id: r for r in check_spec(path, K, plan("470.57.02", "A100").target)}
+    assert results["spec.driver"].status is Status.PASS, results["spec.driver"]
+    assert "CUDA 11.8" in results["spec.driver"].summary
+
+
 def test_not_a_pixi_manifest(tmp_path: Path) -> None:
     from envkit.errors import InputError
 
