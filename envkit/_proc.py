@@ -238,7 +238,16 @@ _LIFELINE_PID: list[int] = []
 
 
 def _tell_lifeline(message: str) -> None:
-    """Tell the lifeline (starting it first) about a group; called with _LOCK held."""
+    """Tell the lifeline about a group; called with _LOCK held."""
+    _start_lifeline()
+    if _LIFELINE:
+        with contextlib.suppress(OSError):  # it died: the registry above still stops every group
+            os.write(_LIFELINE[0], message.encode("ascii"))
+
+
+def _start_lifeline() -> None:
+    """Start the lifeline, once; called with _LOCK held, before the first child (envkit killed while
+    the lifeline itself starts, a fork and an exec of sh, would otherwise leave that child alone)."""
     if os.name != "posix":
         return
     if not _LIFELINE:
@@ -259,8 +268,6 @@ def _tell_lifeline(message: str) -> None:
         _LIFELINE_PID.append(watcher.pid)
         watcher.stdin.close()
         watcher.returncode = 0  # never waited for: it ends after envkit (subprocess must not warn)
-    with contextlib.suppress(OSError):  # it died: the registry above still stops every group
-        os.write(_LIFELINE[0], message.encode("ascii"))
 
 
 def lifeline_pid() -> Optional[int]:
@@ -401,6 +408,7 @@ def _spawn(
         if _CLOSED or (current is not None and current.cancelled):
             why = "envkit is exiting" if _CLOSED else f"{current.name} was abandoned" if current else ""
             return ProcResult(args, None, "", "", time.monotonic() - start, error=f"not started: {why}")
+        _start_lifeline()
         try:
             proc = subprocess.Popen(
                 args,
@@ -418,7 +426,7 @@ def _spawn(
             return ProcResult(args, None, "", "", time.monotonic() - start, error=error)
         _LIVE[proc.pid] = proc
         # Between the fork and this line a SIGKILL of envkit would leave this one child to itself:
-        # the window is the few instructions since Popen returned.
+        # the window is the few instructions since Popen returned (the lifeline already runs).
         _tell_lifeline(f"+{proc.pid}\n")
         if current is not None:
             current._pids.add(proc.pid)

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,19 +70,6 @@ def test_timeout_escalates_to_sigkill_when_sigterm_is_ignored() -> None:
     result = run([PY, "-c", code], timeout=0.5)
     assert result.timed_out
     assert time.monotonic() - start < 5
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0); it is dead for our purpose.
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 def test_grandchildren_die_with_the_child(tmp_path: Path) -> None:
@@ -343,23 +331,29 @@ def test_children_die_with_envkit_even_on_sigkill(tmp_path: Path) -> None:
     # Children run in sessions of their own (so a timeout can stop a whole group); after SIGKILL of
     # envkit (the OOM killer, `kill -9`), nothing could stop them, and a venv, ensurepip, pip or a hung
     # GPU probe went on with parent 1. The lifeline kills the groups when envkit's end closes its pipe.
-    pids = tmp_path / "pids"
+    pids, told = tmp_path / "pids", tmp_path / "told"
+    # The child can run before envkit has told the lifeline its group (the few instructions after
+    # Popen returns): the kill waits until it has (_spawn tells it before letting go of _LOCK), not
+    # a guessed 0.2 s, which a loaded machine let pass first (the test failed once in a full suite).
     code = (
-        "from envkit._proc import run\n"
-        f"run(['sh', '-c', 'sleep 60 & echo $$ $! > {pids}.tmp; mv {pids}.tmp {pids}; wait'], timeout=60)\n"
+        "import threading, time\n"
+        "from envkit import _proc\n"
+        "def told():\n"
+        "    while not _proc._LIVE: time.sleep(0.001)\n"
+        "    with _proc._LOCK: pass\n"
+        f"    open({str(told)!r}, 'w').close()\n"
+        "threading.Thread(target=told, daemon=True).start()\n"
+        f"_proc.run(['sh', '-c', 'sleep 60 & echo $$ $! > {pids}.tmp; mv {pids}.tmp {pids}; wait'], timeout=60)\n"
     )
     envkit_like = subprocess_popen([PY, "-c", code])
-    deadline = time.monotonic() + 20
-    while not pids.exists():
+    deadline = time.monotonic() + 30
+    while not (pids.exists() and told.exists()):
         assert envkit_like.poll() is None and time.monotonic() < deadline
         time.sleep(0.01)
     child, grandchild = (int(p) for p in pids.read_text().split())
-    # The child can run before envkit has told the lifeline its group (the few instructions after
-    # fork and exec return in envkit): a loaded machine may let that window pass first.
-    time.sleep(0.2)
     envkit_like.kill()  # SIGKILL: no finally, no atexit
     envkit_like.wait(timeout=10)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10
     while (_alive(child) or _alive(grandchild)) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not _alive(child) and not _alive(grandchild)
@@ -368,6 +362,32 @@ def test_children_die_with_envkit_even_on_sigkill(tmp_path: Path) -> None:
 def subprocess_popen(argv: list[str]) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_the_lifeline_runs_before_the_first_child_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # It was started after the first child's Popen returned: SIGKILL while the lifeline's own sh
+    # was forked and exec'd left that child to itself (8 of 20 survived a kill as soon as the child
+    # ran; this is what test_children_die_with_envkit_even_on_sigkill's 0.2 s wait had covered).
+    import envkit._proc as proc_module
+
+    fresh: list[int] = []
+    monkeypatch.setattr(proc_module, "_LIFELINE", fresh)  # this process's lifeline, not yet started
+    monkeypatch.setattr(proc_module, "_LIFELINE_PID", [])
+    when_started: list[bool] = []
+
+    class Popen(subprocess.Popen[bytes]):
+        def __init__(self, args: list[str], *rest: Any, **kwargs: Any) -> None:
+            if args[:2] != ["/bin/sh", "-c"]:  # a child, not the lifeline
+                when_started.append(bool(fresh))
+            super().__init__(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", Popen)
+    try:
+        assert run(["true"], timeout=10).ok
+    finally:
+        for fd in fresh:
+            os.close(fd)  # this lifeline ends: its one group is gone already
+    assert when_started == [True]
 
 
 def test_the_lifeline_is_one_sh_whose_pipe_is_envkits_alone() -> None:
