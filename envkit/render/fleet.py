@@ -161,7 +161,25 @@ def _fleet_tally(fleet: Fleet, console: Console, *, strict: bool) -> None:
     )
     healthy = totals["exit_code"] == 0
     tally.append("healthy" if healthy else "unhealthy", style="green" if healthy else "bold red")
+    step = "" if healthy else _next_step(fleet)
+    if step:
+        tally.append(f"; next: {step}", style="cyan")
     console.print(tally)
+
+
+def _next_step(fleet: Fleet) -> str:
+    """The command that shows why the fleet is unhealthy: the first failing node's own report
+    through doctor (its cause and fix), else a node that differs beside one that does not."""
+    by_name = {n.name: n for n in fleet.nodes}
+    for name in fleet.failing_nodes():
+        node = by_name.get(name)
+        if node is not None and node.source:
+            return f"envkit doctor --from {node.source} (its cause and fix)"
+    odd = [by_name[n] for n in fleet.deviating_nodes() if n in by_name and by_name[n].source]
+    plain = [n for n in fleet.nodes if n.name not in fleet.deviating_nodes() and n.source]
+    if odd and plain:
+        return f"envkit diff {plain[0].source} {odd[0].source} (what sets it apart)"
+    return ""
 
 
 def render_diff(diff: Diff, console: Console, *, verbose: bool = False, quiet: bool = False) -> None:

@@ -366,3 +366,25 @@ def test_a_speedup_without_a_result_is_not_printed_as_one() -> None:
     bad = {"speedup": 238.0, "speedup_spread": 400.0, "speedup_ok": False, "samples": 7}
     assert verify_compile.speed_text(bad).startswith("speedup not measured: its spread (±400.00)")
     assert "238" not in verify_compile.speed_text(bad).split(":")[0]
+
+
+def test_an_unhealthy_fleet_names_the_command_that_shows_why(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from envkit import cli
+
+    report = json.loads(
+        (Path(__file__).parents[1] / "data" / "reports" / "h200-580-torch2.11-cu130.json").read_text()
+    )
+    (tmp_path / "a.json").write_text(json.dumps(report), encoding="utf-8")
+    for check in report["checks"]:
+        if check["id"] == "torch.driver_compat":
+            check["status"], check["summary"] = "fail", "torch 2.11.0+cu130 needs driver ≥ 580.65.06"
+    (tmp_path / "b.json").write_text(json.dumps(report), encoding="utf-8")
+    result = CliRunner().invoke(cli.app, ["fleet", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-q"])
+    assert result.exit_code == 1
+    assert result.stdout.strip().endswith(
+        f"unhealthy; next: envkit doctor --from {tmp_path / 'b.json'} (its cause and fix)"
+    )
