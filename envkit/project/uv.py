@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, Optional
 
 from packaging.markers import InvalidMarker, Marker
 
-from envkit._files import parse_toml
+from envkit._files import parse_toml, read_text
 from envkit.errors import InputError
 from envkit.project.manifest import (
     Found,
@@ -271,8 +271,32 @@ def apply(path: Path, text: str, want: Want) -> str:
     return dumped(doc, text) if changed else text
 
 
+def _workspace_root(path: Path, data: dict[str, Any]) -> None:
+    """InputError for a virtual workspace root (``[tool.uv.workspace]``, no ``[project]``): torch is
+    a member's dependency, and the member is the manifest to give (naming those that have torch)."""
+    workspace = ((data.get("tool") or {}).get("uv") or {}).get("workspace")
+    if "project" in data or not isinstance(workspace, dict):
+        return
+    members = [m for g in workspace.get("members") or [] if isinstance(g, str) for m in path.parent.glob(g)]
+    manifests = [m / "pyproject.toml" for m in sorted(members) if (m / "pyproject.toml").is_file()]
+    naming = [m for m in manifests if _names_torch(m)]
+    chosen = [str(m.parent) for m in naming or manifests] or ["MEMBER"]
+    raise InputError(
+        f"{path}: a uv workspace root without [project]: torch is a member's dependency",
+        hint="give the member: --project " + " or --project ".join(chosen[:3]),
+    )
+
+
+def _names_torch(path: Path) -> bool:
+    try:
+        return read(path, read_text(str(path))).torch is not None
+    except InputError:  # a member that does not parse is its own error, when it is given
+        return False
+
+
 def read(path: Path, text: str) -> Found:
     data = parse_toml(text, str(path))
+    _workspace_root(path, data)
     project = data.get("project") or {}
     lines = [str(d) for d in project.get("dependencies") or []]
     for extra in (project.get("optional-dependencies") or {}).values():

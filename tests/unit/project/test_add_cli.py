@@ -184,3 +184,19 @@ def test_a_torch_pin_in_an_included_file_is_the_one_edited(tmp_path: Path) -> No
     assert result.exit_code == 0, result.stderr
     assert (tmp_path / "requirements.txt").read_text(encoding="utf-8") == "-r base.txt\neinops\n"
     assert "torch==2.1.0+cu121  # ours\n" in (tmp_path / "base.txt").read_text(encoding="utf-8")
+
+
+def test_a_uv_workspace_root_names_its_member(tmp_path: Path) -> None:
+    """A virtual workspace root ([tool.uv.workspace], no [project]): check said it names no torch
+    (fix: envkit add torch), and that add was 'no [project] table; uv init makes one'. Both now say
+    it is a workspace root and name the member that has torch."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.uv.workspace]\nmembers = ["packages/*"]\n', encoding="utf-8"
+    )
+    member = tmp_path / "packages" / "trainer"
+    member.mkdir(parents=True)
+    (member / "pyproject.toml").write_text(UV_INIT.replace('"numpy>=1.26"', '"torch>=2.4"'), encoding="utf-8")
+    for command in ("add", "check"):
+        result = envkit(command, "--project", str(tmp_path), *H100)
+        assert_input_error(result, "a uv workspace root")
+        assert f"--project {member}" in result.stderr
