@@ -28,9 +28,20 @@ if TYPE_CHECKING:
     from envkit.resolve import Plan
     from envkit.resolve.plan import PlanFlags
     from envkit.resolve.target import Target
+    from envkit.specs.intent import SpecIntent
     from envkit.system import System
 
-__all__ = ["ADD_SCHEMA", "Added", "Edit", "add", "add_command", "plan_platforms", "write_edits"]
+__all__ = [
+    "ADD_SCHEMA",
+    "Added",
+    "Edit",
+    "add",
+    "add_command",
+    "kept_cuda",
+    "plan_manifest",
+    "plan_platforms",
+    "write_edits",
+]
 
 ADD_SCHEMA = "envkit.add/1"
 
@@ -159,16 +170,54 @@ def _resolve(k: Knowledge, target: Target, flags: PlanFlags) -> Plan:
         return resolve(k, target, make_request(dataclasses.replace(flags, extensions=(), allow_build=False)))
 
 
-def _what_it_installs(m: Manifested, k: Knowledge, target: Target) -> str:
-    """What a manifest gets on the target, for comparing two manifests: its range and build."""
+def _intent(m: Manifested, k: Knowledge, target: Target) -> SpecIntent:
+    """What a manifest asks for on the target (its torch line, build and CUDA)."""
     from envkit.specs.intent import intent_of
 
     try:
         view = m.kind.view(m.path, m.text, target.platform, str(target.python) if target.python else None)
     except (TypeError, AttributeError, KeyError, ValueError) as exc:
         raise shape_error(m.path, exc) from None
-    intent = intent_of(view, k, target)
-    return f"{m.found.torch_range or 'any torch'} ({intent.variant or 'default build'})"
+    return intent_of(view, k, target)
+
+
+def _what_it_installs(m: Manifested, k: Knowledge, target: Target) -> str:
+    """What a manifest gets on the target, for comparing two manifests: its range and build."""
+    return f"{m.found.torch_range or 'any torch'} ({_intent(m, k, target).variant or 'default build'})"
+
+
+def kept_cuda(m: Manifested, k: Knowledge, target: Target, flags: PlanFlags) -> tuple[str, ...]:
+    """The CUDA to plan for where the GPU side is this machine's and it has no NVIDIA GPU (a login
+    node; no --driver, --gpu, --no-gpu or --cuda given) and the manifest names a CUDA build (a local
+    version, a variant index, conda's CUDA packages): its minor, then its major, as spec --check's
+    fixes keep it (SpecIntent.plan), rather than this machine's CPU build. Empty otherwise."""
+    given = flags.no_gpu or flags.driver is not None or bool(flags.gpus) or flags.cuda != "auto"
+    if given or target.has_nvidia or m.found.torch is None:
+        return ()
+    from envkit.specs.intent import variant_of_url
+
+    intent = _intent(m, k, target)
+    spec = intent.spec
+    urls = (spec.index_url or "", *spec.extra_index_urls, *spec.find_links)
+    named = intent.via == "conda" or (intent.torch is not None and intent.torch.local is not None)
+    if intent.cuda is None or not (named or any(map(variant_of_url, urls))):
+        return ()  # no build named (PyPI's default build): this machine's is as good a guess
+    exact = () if intent.major_only else (f"{intent.cuda.major}.{intent.cuda.minor}",)
+    return (*exact, str(intent.cuda.major))
+
+
+def plan_manifest(
+    system: System, flags: PlanFlags, platforms: Sequence[str], cudas: Sequence[str] = ()
+) -> list[Plan]:
+    """plan_platforms, with the first of ``cudas`` (kept_cuda's) that has a build, where given."""
+    from envkit.errors import NoBuildError
+
+    for cuda in cudas:
+        try:
+            return plan_platforms(system, dataclasses.replace(flags, cuda=cuda), platforms)
+        except NoBuildError:
+            continue
+    return plan_platforms(system, flags, platforms)
 
 
 def add(
@@ -214,7 +263,13 @@ def add(
         if extras and m.kind.KIND != "uv":
             raise InputError(f"--extras: {m.path.name} is not a uv project (uv's optional extras per build)")
         if route not in wants:
-            wants[route] = _want(system, m, flags, route, platforms, names, mirrors, extras, project)
+            cudas = kept_cuda(m, k, target, flags)
+            if cudas:
+                notes.append(
+                    f"{m.path.name} asks for CUDA {cudas[0]}, and this machine has no NVIDIA GPU: the edit "
+                    "keeps its CUDA; for the compute nodes: --driver VERSION --gpu MODEL"
+                )
+            wants[route] = _want(system, m, flags, route, platforms, names, mirrors, extras, project, cudas)
         try:
             after = m.kind.apply(m.path, m.text, wants[route])
         except (TypeError, AttributeError, KeyError, ValueError) as exc:
@@ -240,6 +295,7 @@ def _want(
     mirrors: Sequence[str],
     extras: Sequence[str],
     project: str,
+    cudas: Sequence[str] = (),
 ) -> Want:
     from envkit.knowledge.mirrors import MirrorKind
     from envkit.specs.render import spec_mirrors
@@ -252,7 +308,7 @@ def _want(
         plans = plan_platforms(system, planned, chosen_platforms[:1], cudas=extras)
         base = plans[:1]
     else:
-        plans = plan_platforms(system, planned, chosen_platforms)
+        plans = plan_manifest(system, planned, chosen_platforms, cudas)
         base = plans
     chosen = spec_mirrors(list(mirrors), plans[0].variant) if mirrors else ()
     by_kind = {x.kind: x for x in chosen}

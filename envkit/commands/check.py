@@ -45,7 +45,7 @@ def check_project(
     strict: bool = False,
 ) -> SpecCheck:
     """The checks of every manifest of ``project`` that names torch, on each platform."""
-    from envkit.commands.add import add_command
+    from envkit.commands.add import add_command, kept_cuda
     from envkit.commands.resolve import make_target
     from envkit.commands.spec import SpecCheck
     from envkit.knowledge import CUDA_PLATFORMS, load_knowledge
@@ -69,7 +69,7 @@ def check_project(
     for m in naming:
         chosen = tuple(platforms) or m.found.platforms or (base.platform,)
         command = add_command(_packages(m), str(m.path) if len(naming) > 1 else project, flags, chosen)
-        plans = _plans(system, m, flags, chosen)
+        plans = _plans(system, m, flags, chosen, kept_cuda(m, k, base, flags))
         for platform, plan in zip(chosen, plans):
             target = dataclasses.replace(base, platform=platform)
             if platform not in CUDA_PLATFORMS:
@@ -93,15 +93,17 @@ def check_project(
     return SpecCheck(project, tuple(results), strict)
 
 
-def _plans(system: System, m: Manifested, flags: PlanFlags, platforms: Sequence[str]) -> list[Optional[Plan]]:
+def _plans(
+    system: System, m: Manifested, flags: PlanFlags, platforms: Sequence[str], cudas: Sequence[str]
+) -> list[Optional[Plan]]:
     """What ``envkit add`` would write for each platform (None where nothing fits)."""
-    from envkit.commands.add import plan_platforms
+    from envkit.commands.add import plan_manifest
     from envkit.errors import EnvkitError
 
     torch = flags.torch or (str(m.found.torch_range) if m.found.torch_range is not None else None)
     asked = dataclasses.replace(flags, torch=torch, channel=m.found.channel)
     try:
-        return list(plan_platforms(system, asked, platforms))
+        return list(plan_manifest(system, asked, platforms, cudas))
     except EnvkitError:
         return [None] * len(platforms)
 
