@@ -119,12 +119,11 @@ def compile_devices(facts: Facts, requested: Optional[Sequence[str]] = None) -> 
 def installed_extensions(facts: Facts) -> list[dict[str, Any]]:
     """The extensions envkit knows among the inspected environment's distributions, each with its
     module and the smoke kernel the probe runs for it (envkit/knowledge/extensions/*.toml)."""
-    from envkit.knowledge.extensions import load_extensions
+    from envkit.knowledge.extensions import load_extension
 
-    known = load_extensions()
     found: list[dict[str, Any]] = []
     for dist in facts.torch.distributions:
-        ext = known.get(dist.name)
+        ext = load_extension(dist.name)
         if ext is not None and dist.name not in {f["name"] for f in found}:
             found.append({"name": ext.name, "module": ext.module, "kernel": ext.kernel})
     return found
