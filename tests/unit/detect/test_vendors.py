@@ -174,7 +174,7 @@ def test_a_hung_amd_smi_is_bounded(machine: MachineBuilder) -> None:
     machine.program("amd-smi", "never printed", sleep=30)
     root = recorded_root("mi210-x8", machine.root.parent)
     start = time.monotonic()
-    facts = detect_amd(system_at(root, machine).with_deadline(1.0))
+    facts = detect_amd(system_at(root, machine).with_deadline(0.3))
     assert time.monotonic() - start < 5
     assert [g.arch for g in facts.gpus] == ["gfx90a"] * 8
     assert any("amd-smi" in n and "timed out" in n for n in facts.notes), facts.notes
