@@ -30,6 +30,7 @@ FAST = [c.name for c in categories() if c.fast > 0]
 def check(name: str, size: str, seed: int) -> None:
     (counts,) = run_categories([name], size=size, seed=seed)
     print(f"\nhostile ({size}, seed {seed}): {name}: tried {counts.tried}, survived {counts.survived}")
+    assert counts.tried > 0, f"{name}: no case was tried"  # else 0 of 0 would pass
     assert counts.survived == counts.tried, table([counts])
 
 
