@@ -27,6 +27,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
+from envkit._files import write_output
 from envkit.create.backends import find_tool
 from envkit.create.backends.rattler import CHANNELS_VARIABLE, RESULT_MARKER, WORKER, conda_inputs, read_result
 from envkit.errors import LockFailed, SolveFailed
@@ -126,14 +127,14 @@ def rattler_lock(system: System, job: LockJob, *, on_line: Optional[Callable[[st
             shown = {row[0]: " ".join(row[1:]) for row in virtual.get(platform, [])}
             raise _failure(result.describe(), answer, result.stdout, shown)
         lockfile = _lockfile(workdir, platforms, answer["solved"])
-        # Written under its own name in a folder beside it (conda-lock's help text names the
-        # file), then renamed over it: never half a lock file.
-        beside = Path(tempfile.mkdtemp(prefix=f".{job.lockfile.name}.", dir=job.lockfile.parent))
-        try:
-            _write(lockfile, beside / job.lockfile.name)
-            os.replace(beside / job.lockfile.name, job.lockfile)
-        finally:
-            shutil.rmtree(beside, ignore_errors=True)
+        # conda-lock's writer makes the file under its own name in the work folder (its help text
+        # names the file); envkit._files puts it in place whole: renamed over a regular file, never
+        # over a link (the file it points to is written), a FIFO or a device (written into). A
+        # plain os.replace here deleted a conda-lock.yml link and put a file where a FIFO was.
+        made = workdir / "out" / job.lockfile.name
+        made.parent.mkdir()
+        _write(lockfile, made)
+        write_output(str(job.lockfile), made.read_text(encoding="utf-8"), label=str(job.lockfile))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return job.lockfile
