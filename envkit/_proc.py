@@ -275,11 +275,34 @@ def lifeline_pid() -> Optional[int]:
     return _LIFELINE_PID[0] if _LIFELINE_PID else None
 
 
+def _close_lifeline(wait: float = 2.0) -> None:
+    """Close envkit's end of the lifeline's pipe and wait for it to end (it reads end-of-file, kills
+    what is still listed — nothing, after terminate_all — and exits): envkit reaps its own lifeline.
+    Left to the kernel, it ran on after envkit had exited and then stayed a zombie under PID 1."""
+    with _LOCK:
+        if not _LIFELINE:
+            return
+        fd = _LIFELINE.pop()
+    with contextlib.suppress(OSError):
+        os.close(fd)
+    end = time.monotonic() + wait  # a loaded machine may take a while to run it
+    while _LIFELINE_PID:
+        try:
+            done, _status = os.waitpid(_LIFELINE_PID[0], os.WNOHANG)
+        except ChildProcessError:  # reaped already (or not ours): nothing to wait for
+            done = _LIFELINE_PID[0]
+        if done or time.monotonic() >= end:
+            _LIFELINE_PID.clear()
+            return
+        time.sleep(0.005)
+
+
 def _at_exit() -> None:
     global _CLOSED
     with _LOCK:
         _CLOSED = True
     terminate_all()
+    _close_lifeline()
 
 
 atexit.register(_at_exit)
