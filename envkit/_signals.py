@@ -50,10 +50,17 @@ class Hangup(KeyboardInterrupt):
         super().__init__("SIGHUP")
 
 
-def _raise_terminated(signum: int, _frame: Optional[FrameType]) -> None:
+def _raise_interrupt(signum: int, _frame: Optional[FrameType]) -> None:
+    # The first interrupt is the one that counts: from here envkit is on its way out (what it must
+    # undo runs under deferred_signals). Were the next ones raised too, Ctrl-C held down could land
+    # one inside each ``except KeyboardInterrupt`` before it settled, and the last one to escape
+    # ends Python with SIGINT itself (exit -2 instead of 130, the message cut short).
+    ignore_interrupts()
     if signum == getattr(signal, "SIGHUP", None):
         raise Hangup
-    raise Terminated
+    if signum == signal.SIGTERM:
+        raise Terminated
+    raise KeyboardInterrupt
 
 
 _OWN_PROCESS: list[bool] = []  # set by sigterm_interrupts(): envkit owns this process's signals
@@ -61,14 +68,15 @@ _OWN_PROCESS: list[bool] = []  # set by sigterm_interrupts(): envkit owns this p
 
 def sigterm_interrupts() -> None:
     """From now on SIGTERM raises Terminated and SIGHUP Hangup (KeyboardInterrupts) in the main
-    thread. Called by the console entry point only: a program that imports envkit keeps its own
-    handlers. A SIGHUP that a parent told its children to ignore (``nohup``) stays ignored."""
+    thread, SIGINT KeyboardInterrupt as usual, and the first of them makes envkit deaf to the
+    rest. Called by the console entry point only: a program that imports envkit keeps its own
+    handlers. A signal that a parent told its children to ignore (``nohup``, a shell's ``&`` for
+    SIGINT) stays ignored."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _raise_terminated)
-        hangup = getattr(signal, "SIGHUP", None)
-        if hangup is not None and signal.getsignal(hangup) is not signal.SIG_IGN:
-            signal.signal(hangup, _raise_terminated)
         _OWN_PROCESS.append(True)
+        for sig in INTERRUPTS:
+            if sig == signal.SIGTERM or signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, _raise_interrupt)
 
 
 def ignore_interrupts() -> None:
