@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,10 @@ class Interpreter:
     path: str
     selected_by: str
     env_name: Optional[str] = None
+
+
+# What an interpreter's file name holds (a wrapper of one's own is welcome: my-python, hungpython).
+INTERPRETER_NAME: Final = re.compile(r"python|pypy|graalpy", re.IGNORECASE)
 
 
 def _bin_python(prefix: Path) -> Optional[Path]:
@@ -138,6 +143,15 @@ def select_interpreter(
             raise InputError(
                 f"--python {python}: neither a Python version (3.11) nor a runnable interpreter there",
                 hint="give a version, a python executable (a path or a name on PATH) or an "
+                "environment's folder",
+            )
+        if not path.is_dir() and not INTERPRETER_NAME.search(found.name):
+            # envkit runs the interpreter with its probe's path as the argument: `--python rm` (or
+            # pip, or a shell) would be handed envkit's own file. uv's names for interpreters
+            # (python, python3.12, pypy3, graalpy, python.exe) all carry one of these words.
+            raise InputError(
+                f"--python {python}: {found.name} is not a Python interpreter's name",
+                hint="give a version (3.11), an interpreter (python3.11, /path/to/bin/python) or an "
                 "environment's folder",
             )
         return Interpreter(str(found), "--python")

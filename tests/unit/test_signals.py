@@ -31,7 +31,18 @@ SECOND_CTRL_C = textwrap.dedent(
 
 def run(second: str) -> subprocess.CompletedProcess[str]:
     code = SECOND_CTRL_C.format(second=second)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_as_from_a_terminal,  # a suite started with `&` would pass SIGINT on ignored
+    )
+
+
+def _as_from_a_terminal() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def test_the_first_interrupt_is_the_one_that_counts() -> None:

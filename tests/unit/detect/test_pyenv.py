@@ -57,6 +57,25 @@ def test_select_python_flag_by_name_on_path(tmp_path: Path) -> None:
         select_interpreter(System(env={"PATH": str(bin_dir)}), python="python9.9")
 
 
+def test_a_program_that_is_no_interpreter_is_not_run(tmp_path: Path) -> None:
+    """envkit runs --python with its probe's path as the argument: `--python rm` would have been
+    handed envkit's own file (the hostile run's `--python pip` ran pip so); a name on PATH or a path
+    whose file is no interpreter's is exit 2 before anything runs."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = tmp_path / "ran"
+    for name in ("rm", "pip", "my-python"):
+        tool = bin_dir / name
+        tool.write_text(f"#!/bin/sh\necho {name} >> {marker}\n", encoding="utf-8")
+        tool.chmod(0o755)
+    system = System(env={"PATH": str(bin_dir)})
+    for given in ("rm", "pip", str(bin_dir / "rm")):
+        with pytest.raises(InputError, match="is not a Python interpreter's name"):
+            select_interpreter(system, python=given)
+    assert select_interpreter(system, python="my-python").path == str(bin_dir / "my-python")
+    assert not marker.exists()
+
+
 def test_select_env_by_name(tmp_path: Path) -> None:
     make_venv(tmp_path / "miniforge3/envs/pt2")
     env = {"HOME": str(tmp_path), "PATH": ""}
