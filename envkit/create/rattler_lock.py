@@ -156,6 +156,8 @@ def _failure(how: str, answer: Optional[dict[str, Any]], stdout: str, virtual: d
         return SolveFailed(summary.replace("the conda solve", "the conda lock"), hint=hint)
     from envkit.create.backends.rattler import HINTS
 
+    if kind == "missing":
+        return SolveFailed(f"the conda lock has no answer: {message}", hint=HINTS["missing"])
     return LockFailed(f"cannot lock: {message or how}", hint=HINTS.get(kind, ""))
 
 

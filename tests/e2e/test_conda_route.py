@@ -199,6 +199,24 @@ def test_a_channel_without_the_package(tmp_path: Path, channels: Path) -> None:
     assert not prefix.exists()
 
 
+def test_a_channel_without_a_dependency_names_it(tmp_path: Path, channels: Path) -> None:
+    """A mirror that carries part of a channel: pytorch is there, its filelock is not."""
+    from tests.e2e.conda_channel import index
+
+    partial = tmp_path / "partial"
+    shutil.copytree(channels / "conda-forge", partial / "conda-forge")
+    for package in (partial / "conda-forge" / "noarch").glob("filelock-*"):
+        package.unlink()
+    index(partial / "conda-forge")
+    rc = condarc(tmp_path / "condarc", partial.as_uri())
+    prefix = tmp_path / "envs" / "partial"
+    proc = envkit(tmp_path, rc, "--prefix", str(prefix), "--channel", "conda", *TORCH_CPU, "--no-verify")
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "pytorch 2.13.0 needs filelock *, and no channel has filelock" in proc.stderr
+    assert "carry only part of a channel" in proc.stderr
+    assert not prefix.exists()
+
+
 def test_an_unreachable_channel_fails_within_seconds(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -269,6 +269,10 @@ HINTS: Final = {
         "mirror that answers (envkit mirrors --kind conda)"
     ),
     "channel": "check the channel's URL in .condarc (channel_alias, custom_channels), or --mirror",
+    "missing": (
+        "a mirror may carry only part of a channel: point .condarc (channel_alias, custom_channels) or "
+        "--mirror at one that has the package, or add the channel that does"
+    ),
     "corrupt": (
         "the download did not match its checksum in the channel's repodata.json: run again; if it "
         "persists, the channel or mirror serves a damaged file"
@@ -296,11 +300,7 @@ def explain(result: ProcResult, *, virtual: Mapping[str, str], cuda_why: str) ->
         summary, hint = explain_conflict(message, virtual, cuda_why)
         return SolveFailed(summary, hint=hint)
     if kind == "missing":
-        summary, hint = (
-            message,
-            "check that the channel carries the package, or the channel list (.condarc, --mirror)",
-        )
-        return SolveFailed(summary, hint=hint)
+        return SolveFailed(f"the conda solve has no answer: {message}", hint=HINTS["missing"])
     failed = CreateFailed(f"rattler: {message or result.describe()}")
     failed.hint = HINTS.get(kind, "")
     return failed

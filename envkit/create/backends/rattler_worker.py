@@ -8,9 +8,10 @@ marker): ``{"ok": true, "packages": [...], "solve_s": …, "install_s": …}``, 
 stops it with its whole process group, and envkit's rollback removes the half-made prefix.
 
 Error kinds: ``unreachable`` (a channel's host does not answer), ``channel`` (it answers, but is no
-conda channel there, or refuses), ``unsolvable`` (rattler's solver found no answer: its own text,
-which names the conflict), ``spec`` (a spec rattler cannot read), ``corrupt`` (a download that does
-not match its checksum), ``disk`` (no space left), ``install`` (anything else while linking).
+conda channel there, or refuses), ``missing`` (a package needs one that no channel has at all: a
+mirror that carries part of a channel), ``unsolvable`` (rattler's solver found no answer: its own
+text, which names the conflict), ``spec`` (a spec rattler cannot read), ``corrupt`` (a download that
+does not match its checksum), ``disk`` (no space left), ``install`` (anything else while linking).
 
 It imports only the standard library and rattler, and is run by path, like the probes: the
 request is all it knows. With ``"mode": "lock"`` it only solves, for each of the request's
@@ -35,6 +36,7 @@ import base64  # noqa: E402
 import datetime  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import time  # noqa: E402
 import urllib.error  # noqa: E402
 import urllib.parse  # noqa: E402
@@ -168,6 +170,36 @@ def _history(prefix: str, cmd: str, records: list[Any], specs: list[str]) -> Non
         fh.write("\n".join(lines) + "\n")
 
 
+# resolvo's words for a dependency without a candidate: "pytorch 2.13.0 would require\n   └─ filelock *,
+# for which no candidates were found." Either no channel has the package, or the request's other
+# pins rule out every candidate it has: only the channels can tell which.
+_NO_CANDIDATE = re.compile(
+    r"(?P<pkg>[A-Za-z0-9_.-]+) (?P<version>\S+) would require\s*\n[\s│├└─]*"
+    r"(?P<dep>[A-Za-z0-9_.-]+)(?P<spec>[^,\n]*), for which no candidates were found"
+)
+
+
+async def _absent(gateway: Any, channels: list[str], platform: str, text: str) -> Optional[str]:
+    """What the solver's failure means where a needed package is in none of the channels (a
+    mirror that carries part of a channel); None where each one it names is there."""
+    import rattler
+
+    for need in _NO_CANDIDATE.finditer(text):
+        dep = need["dep"].lower()
+        if dep.startswith("__"):  # a virtual package: the target's, not the channels'
+            continue
+        found = await gateway.query(
+            channels, [rattler.Subdir(platform), rattler.Subdir("noarch")], [dep], recursive=False
+        )
+        if not any(r.name.normalized == dep for records in found for r in records):
+            where = ", ".join(_masked(c) for c in channels)
+            return (
+                f"{need['pkg']} {need['version']} needs {need['dep']}{need['spec'].rstrip()}, and no "
+                f"channel has {need['dep']} ({where})"
+            )
+    return None
+
+
 async def _solve(
     request: dict[str, Any], channels: list[str], platform: str, virtual_packages: list[list[str]]
 ) -> list[Any]:
@@ -201,6 +233,9 @@ async def _solve(
     except Exception as exc:  # noqa: BLE001
         name = type(exc).__name__
         if name == "SolverError":
+            absent = await _absent(gateway, channels, platform, str(exc))
+            if absent:
+                raise Failure("missing", absent) from None
             raise Failure("unsolvable", str(exc)) from None
         if name in ("InvalidMatchSpecError", "InvalidPackageNameError", "InvalidVersionSpecError"):
             raise Failure("spec", str(exc)) from None
