@@ -21,6 +21,7 @@ multi-gigabyte package in the channel.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import http.server
 import importlib.util
@@ -253,9 +254,16 @@ def standard_channels(root: Path, *, slow_package: int = 0) -> dict[str, Path]:
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     slow: Sequence[str] = ()  # file names served at ~1 MiB/s
     seen: list[str] = []  # noqa: RUF012 (one server per class copy)
+    login: Optional[str] = None  # the Authorization header every request must carry
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+    def send_head(self):  # type: ignore[no-untyped-def]
+        if self.login is not None and self.headers.get("Authorization") != self.login:
+            self.send_error(401)
+            return None
+        return super().send_head()
 
     def copyfile(self, source, outputfile) -> None:  # type: ignore[no-untyped-def]
         self.seen.append(self.path)
@@ -268,9 +276,11 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serve(root: Path, *, slow: Sequence[str] = ()) -> Iterator[str]:
-    """A real HTTP server on 127.0.0.1 serving ``root``; yields its base URL."""
-    handler = type("Handler", (_Quiet,), {"slow": tuple(slow), "seen": []})
+def serve(root: Path, *, slow: Sequence[str] = (), login: Optional[str] = None) -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 serving ``root``; yields its base URL. ``login``
+    ("user:password"): every request without that Basic login is answered 401."""
+    header = "Basic " + base64.b64encode(login.encode()).decode() if login else None
+    handler = type("Handler", (_Quiet,), {"slow": tuple(slow), "seen": [], "login": header})
 
     def make(*args: object, **kwargs: object) -> http.server.SimpleHTTPRequestHandler:
         return handler(*args, directory=str(root), **kwargs)  # type: ignore[arg-type]

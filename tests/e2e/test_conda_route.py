@@ -159,6 +159,28 @@ def test_create_from_a_file_channel_on_the_pytorch_channel_route(tmp_path: Path,
     }
 
 
+def test_a_channel_login_is_sent_but_never_written(tmp_path: Path, channels: Path) -> None:
+    """A .condarc channel_alias with user:password: the server refuses requests without it, and the
+    password is nowhere else: not in envkit's output, the new environment (conda-meta/*.json record
+    the URL each package came from; envkit/ keeps the worker's request) or rattler's caches."""
+    secret = "s3cret-pw"
+    with serve(channels, login=f"alice:{secret}") as base:
+        rc = condarc(tmp_path / "condarc", base.replace("http://", f"http://alice:{secret}@"))
+        prefix = tmp_path / "envs" / "login"
+        proc = envkit(tmp_path, rc, "--prefix", str(prefix), "--channel", "conda", *TORCH_CPU, "--no-verify")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "http://***@127.0.0.1" in proc.stderr  # the channels line shows where, masked
+    leaks = [
+        str(p)
+        for folder in (prefix, tmp_path / "rattler-cache")
+        for p in folder.rglob("*")
+        if p.is_file() and secret.encode() in p.read_bytes()
+    ]
+    assert leaks == [] and secret not in proc.stdout + proc.stderr
+    record = json.loads(next((prefix / "conda-meta").glob("pytorch-*.json")).read_text())
+    assert record["url"].startswith(f"{base}/conda-forge/noarch/pytorch-2.13.0-")
+
+
 def test_a_cuda_below_the_packages_need_is_refused_with_the_reason(tmp_path: Path, channels: Path) -> None:
     rc = condarc(tmp_path / "condarc", channels.as_uri())
     prefix = tmp_path / "envs" / "old-driver"

@@ -17,7 +17,11 @@ It imports only the standard library and rattler, and is run by path, like the p
 request is all it knows. With ``"mode": "lock"`` it only solves, for each of the request's
 platforms, and answers the records (``envkit lock`` writes them as conda-lock's file). Channel
 URLs that carry credentials come from ``ENVKIT_RATTLER_CHANNELS`` in its environment (the request
-file holds them redacted); they never reach its argv or output.
+file holds them redacted); they never reach its argv or output. A ``user:password@`` login is
+taken out of the URL and sent as an Authorization header to that channel's host and path, so that
+the URLs rattler sees, and writes into conda-meta/*.json and its caches, carry none; an
+anaconda.org token (``/t/TOKEN/``) stays in the URL rattler fetches from and is taken out of the
+environment's conda-meta records after the install.
 """
 
 from __future__ import annotations
@@ -26,34 +30,27 @@ import os
 import sys
 
 # Run by path, this script's folder is sys.path[0]: its neighbours (pip.py, conda.py, uv.py) must
-# not shadow the real packages of those names for anything imported below.
+# not shadow the real packages of those names for anything imported below; it goes last, where
+# only envkit_rattler_channels, the one neighbour this script imports, is found in it.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
-    del sys.path[0]
+    sys.path.append(sys.path.pop(0))
 
 import asyncio  # noqa: E402
-import base64  # noqa: E402
 import datetime  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import time  # noqa: E402
-import urllib.error  # noqa: E402
 import urllib.parse  # noqa: E402
 import urllib.request  # noqa: E402
 from typing import Any, NoReturn, Optional  # noqa: E402
 
-REACH_TIMEOUT_S = 10.0
+from envkit_rattler_channels import Failure, Login, bare, login_headers, masked, probe, split_logins  # noqa: E402
+
 # Per request while fetching repodata (the channel answered the probe already); a package
 # download has no per-request limit, the parent's step timeout bounds the whole run.
 REPODATA_TIMEOUT_S = 300
-
-
-class Failure(Exception):
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.platform: Optional[str] = None  # the platform a lock's solve failed for
 
 
 def say(line: str) -> None:
@@ -61,52 +58,20 @@ def say(line: str) -> None:
     sys.stdout.flush()
 
 
-def _masked(url: str) -> str:
-    """``url`` without its credentials, for messages (the parent redacts again)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    path = parts.path
-    if path.startswith("/t/"):  # an anaconda.org token: /t/<token>/channel
-        path = "/t/***/" + path[3:].partition("/")[2]
-    return urllib.parse.urlunsplit(
-        parts._replace(netloc=("***@" if "@" in parts.netloc else "") + host, path=path)
-    )
+def client(logins: list[Login], timeout: Optional[int] = None) -> Any:
+    """rattler's default client (retries, its own stored logins, OCI, GCS, S3), and the channels'."""
+    import rattler
+    from rattler.networking import middleware as m
 
-
-def probe(url: str, timeout: float = REACH_TIMEOUT_S) -> None:
-    """Fail fast (Failure) when a channel does not answer or is no conda channel, rather than
-    let the downloader retry for minutes. Every channel has a noarch subdir (CEP 15 / conda's
-    repodata layout), so ``noarch/repodata.json`` is what is asked for (its first byte)."""
-    target = url.rstrip("/") + "/noarch/repodata.json"
-    parts = urllib.parse.urlsplit(target)
-    if parts.scheme == "file":
-        path = urllib.request.url2pathname(parts.path)
-        if not os.path.isfile(path):
-            raise Failure("channel", f"{_masked(url)} is no conda channel: {path} does not exist")
-        return
-    if parts.scheme not in ("http", "https"):
-        return  # s3://, oci://: rattler's own middleware handles them
-    userinfo, at, host = parts.netloc.rpartition("@")
-    headers = {"Range": "bytes=0-0", "User-Agent": "envkit"}
-    if at:
-        user, _, password = userinfo.partition(":")
-        token = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}"
-        headers["Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
-    # http(s) only: the scheme was checked above.
-    request = urllib.request.Request(urllib.parse.urlunsplit(parts._replace(netloc=host)), headers=headers)  # noqa: S310
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            response.read(1)
-    except urllib.error.HTTPError as exc:
-        what = "refuses the request (credentials?)" if exc.code in (401, 403) else f"answers HTTP {exc.code}"
-        raise Failure(
-            "channel", f"{_masked(url)} {what} for noarch/repodata.json: is it a conda channel?"
-        ) from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise Failure(
-            "unreachable", f"{_masked(url)} does not answer within {timeout:.0f} s ({reason})"
-        ) from None
+    middlewares: list[Any] = [
+        m.RetryMiddleware(3),
+        m.AddHeadersMiddleware(lambda host, path: login_headers(logins, host, path)),
+        m.AuthenticationMiddleware(),
+        m.OciMiddleware(),
+        m.GCSMiddleware(),
+        m.S3Middleware(),
+    ]
+    return rattler.Client(middlewares, timeout=timeout)
 
 
 def _real_specs(specs: list[str], shown: list[str], real: list[str]) -> list[str]:
@@ -155,6 +120,25 @@ def check_local_archives(records: list[Any]) -> None:
             )
 
 
+def _scrub_records(prefix: str) -> None:
+    """conda-meta/*.json without an anaconda.org token in ``url`` or ``channel`` (rattler writes
+    the URL it fetched from; a user:password login never reaches it, see split_logins)."""
+    meta = os.path.join(prefix, "conda-meta")
+    for name in sorted(os.listdir(meta)):
+        path = os.path.join(meta, name)
+        if not name.endswith(".json"):
+            continue
+        with open(path, encoding="utf-8") as fh:
+            record = json.load(fh)
+        clean = {k: bare(v) for k in ("url", "channel") if isinstance(v := record.get(k), str)}
+        if all(record.get(k) == v for k, v in clean.items()):
+            continue
+        record.update(clean)
+        with open(path + ".envkit", "w", encoding="utf-8") as fh:
+            json.dump(record, fh, indent=2)
+        os.replace(path + ".envkit", path)
+
+
 def _history(prefix: str, cmd: str, records: list[Any], specs: list[str]) -> None:
     """An entry in conda-meta/history as conda writes one (conda/conda:conda/history.py@0f64223f,
     write_head / write_changes / write_specs), so that ``conda list --revisions`` and ``conda env
@@ -163,7 +147,7 @@ def _history(prefix: str, cmd: str, records: list[Any], specs: list[str]) -> Non
     lines = [f"==> {stamp} <==", f"# cmd: {cmd}"]
     for r in sorted(records, key=lambda r: r.name.normalized):
         lines.append(
-            f"+{_masked(str(r.channel)).rstrip('/')}/{r.subdir}::{r.name.normalized}-{r.version}-{r.build!s}"
+            f"+{bare(str(r.channel)).rstrip('/')}/{r.subdir}::{r.name.normalized}-{r.version}-{r.build!s}"
         )
     lines.append(f"# update specs: {specs!r}")
     with open(os.path.join(prefix, "conda-meta", "history"), "a", encoding="utf-8") as fh:
@@ -192,7 +176,7 @@ async def _absent(gateway: Any, channels: list[str], platform: str, text: str) -
             channels, [rattler.Subdir(platform), rattler.Subdir("noarch")], [dep], recursive=False
         )
         if not any(r.name.normalized == dep for records in found for r in records):
-            where = ", ".join(_masked(c) for c in channels)
+            where = ", ".join(masked(c) for c in channels)
             return (
                 f"{need['pkg']} {need['version']} needs {need['dep']}{need['spec'].rstrip()}, and no "
                 f"channel has {need['dep']} ({where})"
@@ -201,7 +185,11 @@ async def _absent(gateway: Any, channels: list[str], platform: str, text: str) -
 
 
 async def _solve(
-    request: dict[str, Any], channels: list[str], platform: str, virtual_packages: list[list[str]]
+    request: dict[str, Any],
+    channels: list[str],
+    logins: list[Login],
+    platform: str,
+    virtual_packages: list[list[str]],
 ) -> list[Any]:
     """rattler's answer for ``platform`` (and noarch); a Failure saying why when there is none."""
     import rattler
@@ -219,9 +207,7 @@ async def _solve(
         for build in [rest[0] if rest else "0"]
     ]
     say(f"solving {len(specs)} specs against {len(channels)} channels for {platform}")
-    gateway = rattler.Gateway(
-        cache_dir=request["repodata_cache"], client=rattler.Client.default_client(timeout=REPODATA_TIMEOUT_S)
-    )
+    gateway = rattler.Gateway(cache_dir=request["repodata_cache"], client=client(logins, REPODATA_TIMEOUT_S))
     try:
         records: list[Any] = await rattler.solve(
             channels,
@@ -245,24 +231,14 @@ async def _solve(
     return records
 
 
-def _bare(url: str) -> str:
-    """``url`` without its credentials (a user:password, an anaconda.org /t/TOKEN/), for a lock file."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    path = parts.path
-    if path.startswith("/t/"):
-        path = "/" + path[3:].partition("/")[2]
-    return urllib.parse.urlunsplit(parts._replace(netloc=host, path=path))
-
-
-async def _lock(request: dict[str, Any], channels: list[str]) -> dict[str, Any]:
+async def _lock(request: dict[str, Any], channels: list[str], logins: list[Login]) -> dict[str, Any]:
     """Solve for each platform of the request (``envkit lock``); nothing is installed."""
     for url in channels:
-        probe(url)
+        probe(url, logins)
     solved: dict[str, list[dict[str, Any]]] = {}
     for platform in request["platforms"]:
         try:
-            records = await _solve(request, channels, platform, request["virtual_packages"][platform])
+            records = await _solve(request, channels, logins, platform, request["virtual_packages"][platform])
         except Failure as failure:
             failure.platform = platform
             raise
@@ -273,8 +249,8 @@ async def _lock(request: dict[str, Any], channels: list[str]) -> dict[str, Any]:
                 "version": str(r.version),
                 "build": str(r.build),
                 "subdir": r.subdir,
-                "channel": _bare(str(r.channel)),
-                "url": _bare(str(r.url)),
+                "channel": bare(str(r.channel)),
+                "url": bare(str(r.url)),
                 "md5": bytes(r.md5).hex() if r.md5 else None,
                 "sha256": bytes(r.sha256).hex() if r.sha256 else None,
                 "depends": list(r.depends),
@@ -288,16 +264,17 @@ async def _run(request: dict[str, Any], channels: list[str]) -> dict[str, Any]:
     import rattler
     from rattler.package_cache import ValidationMode
 
+    channels, logins = split_logins(channels)
     if request.get("mode") == "lock":
-        return await _lock(request, channels)
+        return await _lock(request, channels, logins)
     for url in channels:
-        probe(url)
+        probe(url, logins)
     start = time.monotonic()
-    records = await _solve(request, channels, request["platform"], request["virtual_packages"])
+    records = await _solve(request, channels, logins, request["platform"], request["virtual_packages"])
     solved = time.monotonic() - start
     say(f"solved: {len(records)} packages in {solved:.2f} s")
     for r in records:
-        say(f"  {r.name.normalized} {r.version} {r.build!s} ({_masked(str(r.channel))})")
+        say(f"  {r.name.normalized} {r.version} {r.build!s} ({masked(str(r.channel))})")
     check_local_archives(records)
     cache = rattler.PackageCache.new_layered(
         [request["package_cache"]], validation_mode=ValidationMode.full()
@@ -310,8 +287,9 @@ async def _run(request: dict[str, Any], channels: list[str]) -> dict[str, Any]:
             package_cache=cache,
             show_progress=False,
             execute_link_scripts=False,
-            client=rattler.Client.default_client(),
+            client=client(logins),
         )
+        _scrub_records(request["prefix"])
         _history(request["prefix"], request["history"]["cmd"], records, list(request["history"]["specs"]))
     except Exception as exc:  # noqa: BLE001
         raise _classify(exc) from None
@@ -322,7 +300,7 @@ async def _run(request: dict[str, Any], channels: list[str]) -> dict[str, Any]:
             "name": r.name.normalized,
             "version": str(r.version),
             "build": str(r.build),
-            "channel": _masked(str(r.channel)),
+            "channel": masked(str(r.channel)),
             "subdir": r.subdir,
         }
         for r in records
