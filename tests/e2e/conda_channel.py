@@ -4,8 +4,10 @@ conda-package-handling, conda's own packaging library), indexed by rattler's ind
 HTTP server on 127.0.0.1. No conda channel is reachable from the test machines.
 
 The set mimics the PyTorch routes with small noarch packages: the ``pytorch`` channel (pytorch
-2.5.1 CUDA and CPU builds, ``pytorch-cuda`` 12.1 that needs ``__cuda >=12.1``, ``cpuonly``),
-``nvidia`` (``cuda-runtime``), ``defaults``' ``main`` (python and plain dependencies) and
+2.5.1 CUDA and CPU builds, ``pytorch-cuda`` 12.1 with the CUDA runtime under it, ``cpuonly``),
+``nvidia`` (``cuda-runtime``, and ``cuda-version`` 12.1, which constrains ``__cuda >=12`` as the
+real one does: only the CUDA major is checked against the driver), ``defaults``' ``main`` (python
+and plain dependencies) and
 ``conda-forge`` (pytorch 2.13.0 ``cuda129_*`` / ``cpu_*`` builds with ``cuda-version`` pins as the
 feedstock's recipe makes them, see knowledge/conda.toml).
 
@@ -27,6 +29,7 @@ import http.server
 import importlib.util
 import json
 import os
+import random
 import shutil
 import sys
 import threading
@@ -52,7 +55,9 @@ class Pkg:
     links: dict[str, str] = field(default_factory=dict)  # path in the prefix -> symlink target
     fmt: str = ".conda"
     subdir: str = "noarch"
-    big: int = 0  # bytes of zeros in share/<name>/data (a package slow to link)
+    # bytes of share/<name>/data: pseudo-random, so the archive is as big (zeros compressed to 1.4 kB,
+    # and the "slow" download took no time at all)
+    big: int = 0
 
     @property
     def filename(self) -> str:
@@ -86,9 +91,10 @@ def make_package(pkg: Pkg, channel: Path, work: Path) -> Path:
         target = src / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256()
-        chunk = b"\0" * (1 << 20)
+        noise = random.Random(pkg.name)
         with target.open("wb") as fh:
-            for _ in range(pkg.big // len(chunk)):
+            for _ in range(pkg.big // (1 << 20)):
+                chunk = noise.randbytes(1 << 20)
                 fh.write(chunk)
                 digest.update(chunk)
         paths.append(
@@ -193,7 +199,9 @@ def standard_channels(root: Path, *, slow_package: int = 0) -> dict[str, Path]:
                 (py_dep, "cpuonly", "filelock", "typing-extensions"),
                 fmt=".tar.bz2",
             ),
-            Pkg("pytorch-cuda", "12.1", "ha16c6d3_6", ("cuda-runtime >=12.1,<12.2", "__cuda >=12.1")),
+            # pytorch/builder release/2.5:conda/pytorch-cuda/meta.yaml: the CUDA libraries of 12.1,
+            # no __cuda; the nvidia channel's cuda-version under them constrains __cuda >=12.
+            Pkg("pytorch-cuda", "12.1", "ha16c6d3_6", ("cuda-runtime >=12.1,<12.2",)),
             Pkg("cpuonly", "2.0", "0"),
             Pkg("torchvision", "0.20.1", f"{PYTAG}_cu121", (py_dep, "pytorch 2.5.1")),
             Pkg("torchaudio", "2.5.1", f"{PYTAG}_cu121", (py_dep, "pytorch 2.5.1")),
