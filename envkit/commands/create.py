@@ -8,6 +8,7 @@ face renders both (envkit.render.create).
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
@@ -76,13 +77,14 @@ class Created:
     def activate(self) -> str:
         """The command that enters the new environment."""
 
-        prefix = self.install.prefix
+        # Quoted for the shell it is pasted into: a prefix may hold spaces.
+        prefix, bin_dir = (shlex.quote(str(p)) for p in (self.install.prefix, self.install.prefix / "bin"))
         if self.install.backend is Backend.RATTLER:
             # A conda environment made without conda: conda activates it where conda is installed.
-            return f"conda activate {prefix} (without conda: export PATH={prefix}/bin:$PATH)"
+            return f"conda activate {prefix} (without conda: export PATH={bin_dir}:$PATH)"
         if INSTALLERS[self.install.backend].conda:
             return f"conda activate {prefix}"
-        return f"source {prefix}/bin/activate"
+        return f"source {shlex.quote(str(self.install.prefix / 'bin' / 'activate'))}"
 
     def to_json(self) -> dict[str, Any]:
         report = self.report.to_json() if self.report is not None else None

@@ -81,6 +81,25 @@ def test_conda_route_for_cuda_12_1_is_the_pytorch_channel(tmp_path: Path) -> Non
     assert "- pytorch\n" in env_yml and "- nvidia\n" in env_yml
 
 
+@pytest.mark.parametrize("backend", ["venv", "micromamba", "rattler"])
+def test_the_activate_line_pastes_into_a_shell(tmp_path: Path, backend: str) -> None:
+    """A prefix with a space: 'conda activate /x/my env' activated /x/my (and failed on env)."""
+    import shlex
+
+    from envkit.commands.create import Created
+
+    system = fake_tools(tmp_path, "micromamba")
+    prefix = tmp_path / "my env ü"
+    flags = CPU_213 if backend == "venv" else GPU_550
+    install = prepare(system, CreateRequest(prefix=str(prefix), flags=flags, backend=backend))
+    words = shlex.split(Created(install, None).activate.partition(" (")[0])
+    assert words == (
+        ["source", f"{prefix}/bin/activate"] if backend == "venv" else ["conda", "activate", str(prefix)]
+    )
+    if backend == "rattler":
+        assert shlex.split(Created(install, None).activate)[-1] == f"PATH={prefix}/bin:$PATH)"
+
+
 def test_venv_and_uv_dry_run_commands(tmp_path: Path) -> None:
     system = fake_tools(tmp_path, "uv")
     prefix = tmp_path / "envs" / "pt2"
