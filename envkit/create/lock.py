@@ -21,7 +21,7 @@ from envkit.errors import InputError, LockFailed
 from envkit.specs.conda import SUBDIRS
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from envkit.resolve.plan import Plan
     from envkit.specs.template import Template
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LockFailed", "conda_lock_command", "lock", "lock_job"]
 
-CHANNEL_HOST: Final = "https://conda.anaconda.org"
 REACH_TIMEOUT_S: Final = 5.0
 LOCK_TIMEOUT_S: Final = 1800.0
 
@@ -66,11 +65,15 @@ def _channels(environment_yml: str) -> tuple[str, ...]:
     return tuple(str(c) for c in data.get("channels", []) if str(c) not in ("nodefaults", "defaults"))
 
 
-def _check_reachable(channels: Sequence[str]) -> None:
-    """Every channel must answer within seconds; otherwise say so rather than let conda retry."""
+def _check_reachable(channels: Sequence[str], env: Mapping[str, str]) -> None:
+    """Every channel must answer within seconds; otherwise say so rather than let conda retry.
+    A channel name is where the user's .condarc puts it (channel_alias, custom_channels), as for
+    the conda, mamba or micromamba conda-lock runs."""
     from envkit.mirrors.choose import probe
+    from envkit.mirrors.condarc import read_condarc
 
-    urls = [c if "://" in c else f"{CHANNEL_HOST}/{c}/" for c in channels]
+    config = read_condarc(env)
+    urls = [config.channel_urls(c)[0] + "/" for c in channels]
     results = probe(urls, timeout=REACH_TIMEOUT_S, total=REACH_TIMEOUT_S + 1)
     down = [r for r in results if not r.ok]
     if down:
@@ -131,7 +134,7 @@ def lock(system: System, job: LockJob, *, on_line: Optional[Callable[[str], None
             hint="pip install 'torch-envkit[conda]' (envkit then solves with py-rattler), or install "
             "micromamba (https://mamba.readthedocs.io)",
         )
-    _check_reachable(job.channels)
+    _check_reachable(job.channels, system.env)
     workdir = Path(tempfile.mkdtemp(prefix="envkit-lock-"))
     try:
         for name, content in job.inputs.items():

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
+import socket
 import time
 from pathlib import Path
 
@@ -58,54 +57,65 @@ def test_several_platforms_and_a_bad_one(tmp_path: Path) -> None:
         prepare_lock(system, "pt2-minimal", H100_535, platforms=("win-32",))
 
 
+def closed_port_condarc(tmp_path: Path, login: str = "") -> tuple[Path, int]:
+    """A .condarc whose channel_alias is a port on 127.0.0.1 where nothing listens."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends
+    rc = tmp_path / "condarc"
+    rc.write_text(f"channel_alias: http://{login}127.0.0.1:{port}\n", encoding="utf-8")
+    return rc, port
+
+
 def test_without_network_it_fails_within_seconds(tmp_path: Path) -> None:
-    # The conda channels are unreachable from these machines: a clear failure, not a retry loop
-    # (conda-lock's way: it has a solver, micromamba, to run).
+    """A clear failure, not conda's retry loop (conda-lock's way: it has a solver, micromamba, to
+    run), naming the channel where .condarc puts it, as micromamba would read it."""
+    rc, port = closed_port_condarc(tmp_path)
     system = system_with(tmp_path, "conda-lock", "micromamba")
+    system = System(env={**system.env, "CONDARC": str(rc)})
     job = prepare_lock(system, "pt2", H100_535, out_dir=str(tmp_path))
     start = time.monotonic()
     with pytest.raises(LockFailed) as info:
         lock(system, job)
     assert time.monotonic() - start < 10
     assert info.value.message.startswith(
-        "cannot lock: the conda channels do not answer (https://conda.anaconda.org/conda-forge/"
+        f"cannot lock: the conda channels do not answer (http://127.0.0.1:{port}/conda-forge/"
     )
     assert not (tmp_path / "conda-lock.yml").exists()
 
 
+def test_a_channel_password_is_not_in_the_error(tmp_path: Path) -> None:
+    rc, port = closed_port_condarc(tmp_path, login="alice:s3cret@")
+    system = system_with(tmp_path, "conda-lock", "micromamba")
+    system = System(env={**system.env, "CONDARC": str(rc)})
+    job = prepare_lock(system, "pt2", H100_535, out_dir=str(tmp_path))
+    with pytest.raises(LockFailed) as info:
+        lock(system, job)
+    said = f"{info.value.message} {info.value.hint}"
+    assert f"(http://***@127.0.0.1:{port}/conda-forge/" in said
+    assert "s3cret" not in said
+
+
 def test_cli_exit_code_and_one_clear_message(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "envkit",
-            "lock",
-            "pt2",
-            "--driver",
-            "535.104.05",
-            "--gpu",
-            "sm_90",
-            "--python",
-            "3.11",
-            "--platform",
-            "linux-x86_64",
-            "-o",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 4  # LockFailed: EXIT_STEP_FAILED
-    # No conda, mamba or micromamba here: rattler solves (envkit.create.rattler_lock), and finds
-    # the channel unreachable within seconds; without py-rattler, the error says what is missing.
+    """No conda, mamba or micromamba here: rattler solves (envkit.create.rattler_lock), and finds the
+    channel unreachable at once; without py-rattler, the error says what is missing. The channel is
+    a closed port on 127.0.0.1 (.condarc's channel_alias), never the real conda.anaconda.org."""
+    from typer.testing import CliRunner
+
+    from envkit import cli
+
+    rc, port = closed_port_condarc(tmp_path)
+    args = ["lock", "pt2", "--driver", "535.104.05", "--gpu", "sm_90", "--python", "3.11"]
+    args += ["--platform", "linux-x86_64", "-o", str(tmp_path)]
+    env = {"CONDARC": str(rc), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    result = CliRunner().invoke(cli.app, args, env=env)
+    assert result.exit_code == 4  # LockFailed: EXIT_STEP_FAILED
+    said = result.stderr
     if importlib.util.find_spec("rattler") is not None:
-        assert proc.stderr.startswith(
-            "envkit: cannot lock: https://conda.anaconda.org/conda-forge does not answer"
-        )
+        assert said.startswith(f"envkit: cannot lock: http://127.0.0.1:{port}/conda-forge does not answer")
     else:
-        assert proc.stderr.startswith("envkit: conda-lock needs conda, mamba or micromamba to solve")
-    assert "Traceback" not in proc.stderr
+        assert said.startswith("envkit: conda-lock needs conda, mamba or micromamba to solve")
+    assert "Traceback" not in said
     assert not (tmp_path / "conda-lock.yml").exists()
 
 
