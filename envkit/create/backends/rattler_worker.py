@@ -46,7 +46,26 @@ import urllib.parse  # noqa: E402
 import urllib.request  # noqa: E402
 from typing import Any, NoReturn, Optional  # noqa: E402
 
-from envkit_rattler_channels import Failure, Login, bare, login_headers, masked, probe, split_logins  # noqa: E402
+if __package__:  # imported as envkit.create.backends.rattler_worker: pytest's --doctest-modules
+    from envkit.create.backends.envkit_rattler_channels import (
+        Failure,
+        Login,
+        bare,
+        login_headers,
+        masked,
+        probe,
+        split_logins,
+    )
+else:  # run by path (envkit.create.backends.rattler): its neighbour, by name
+    from envkit_rattler_channels import (  # type: ignore[no-redef]
+        Failure,
+        Login,
+        bare,
+        login_headers,
+        masked,
+        probe,
+        split_logins,
+    )
 
 # Per request while fetching repodata (the channel answered the probe already); a package
 # download has no per-request limit, the parent's step timeout bounds the whole run.
