@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import configparser
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -259,6 +260,35 @@ def test_the_timer_starts_the_service_and_the_service_writes_the_files() -> None
         service["Service"]["TimeoutStartSec"]
     )
     assert timer["Install"]["WantedBy"] == "timers.target"
+
+
+def read_only_for(service: configparser.SectionProxy, path: str) -> bool:
+    """Whether ``path`` is read-only for the service: ProtectSystem= mounts /usr, /boot and /efi
+    read-only (yes), /etc too (full), or everything but /dev, /proc and /sys (strict); a
+    ReadWritePaths= entry ("-" first: ignored where missing) makes its tree writable again
+    (systemd.exec(5), "Sandboxing")."""
+    protect = service.get("ProtectSystem", "no")
+    roots = {"yes": ["/usr", "/boot", "/efi"], "true": ["/usr", "/boot", "/efi"]}.get(protect, [])
+    roots = [*roots, "/etc"] if protect == "full" else ["/"] if protect == "strict" else roots
+    writable = [p.lstrip("-+") for p in service.get("ReadWritePaths", "").split()]
+
+    def under(tree: str) -> bool:
+        return tree == "/" or path == tree or path.startswith(tree.rstrip("/") + "/")
+
+    return any(under(root) for root in roots) and not any(under(tree) for tree in writable)
+
+
+def test_the_service_may_write_where_envkit_writes() -> None:
+    # ProtectSystem=full made /etc read-only, and with it NFD's features.d: every run was exit 2
+    # ("cannot write in /etc/kubernetes/node-feature-discovery/features.d (read-only or not
+    # yours)", as a read-only bind mount of /etc shows) and no label was ever written.
+    service = unit("envkit-preflight.service")["Service"]
+    exec_start = service["ExecStart"].split()
+    folders = [os.path.dirname(option(exec_start, name)) for name in ("--metrics", "--nfd-labels")]
+    cache = service["Environment"].split("=", 1)[1]
+    for folder in [*folders, cache]:
+        assert not read_only_for(service, folder), folder
+    assert read_only_for(service, "/etc/passwd")  # the sandbox is still there
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
