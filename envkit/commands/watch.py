@@ -31,10 +31,13 @@ if TYPE_CHECKING:
 
     from envkit.report import Report
 
-__all__ = ["MIN_INTERVAL_S", "STRAGGLER_GRACE_S", "Verdicts", "parse_every", "watch"]
+__all__ = ["MAX_INTERVAL_S", "MIN_INTERVAL_S", "STRAGGLER_GRACE_S", "Verdicts", "parse_every", "watch"]
 
 # Sub-second intervals are for tests and trials; a health agent runs every few minutes.
 MIN_INTERVAL_S: Final = 0.1
+# And a year at the most: the labels' expiry (a few intervals ahead) and the sleeps must stay within
+# what datetime and the clock take (--every 99999999999d was an OverflowError, exit 70).
+MAX_INTERVAL_S: Final = 365 * 86400.0
 STRAGGLER_GRACE_S: Final = 1.0
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -56,6 +59,8 @@ def parse_every(text: str) -> float:
         raise InputError(f"--every {text}: not a duration", hint="give one such as 30s, 5m, 1h or 1h30m")
     if seconds < MIN_INTERVAL_S:
         raise InputError(f"--every {text}: the shortest interval is {MIN_INTERVAL_S:g}s")
+    if seconds > MAX_INTERVAL_S:
+        raise InputError(f"--every {text}: the longest interval is {MAX_INTERVAL_S / 86400:g}d")
     return seconds
 
 

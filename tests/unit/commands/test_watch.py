@@ -34,7 +34,10 @@ def test_durations(text: str, seconds: float) -> None:
     assert parse_every(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "5x", "m5", "-1s", "1e9999", "0.01s", "5 m s"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "5x", "m5", "-1s", "1e9999", "0.01s", "5 m s", "366d", "99999999999d", "9" * 22 + "s"],
+)
 def test_bad_durations_are_input_errors(text: str) -> None:
     with pytest.raises(InputError, match="--every"):
         parse_every(text)
