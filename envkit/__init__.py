@@ -32,7 +32,7 @@ _LAZY = {
     "Plan": "envkit.resolve.plan",
     "PlanFlags": "envkit.resolve.plan",
     "Rejection": "envkit.resolve.plan",
-    "RunProgress": "envkit.progress",
+    "RunProgress": "envkit.report",
     "EnvkitError": "envkit.errors",
     "InputError": "envkit.errors",
     "NoBuildError": "envkit.errors",

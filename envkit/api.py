@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Optional
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from envkit.progress import RunProgress
-    from envkit.report import Report
+    from envkit.report import Report, RunProgress
     from envkit.resolve import Plan
 
 # Not ``resolve`` and ``verify``: those names are envkit's subpackages (envkit.resolve, envkit.verify),
@@ -32,7 +31,7 @@ def doctor(
     ``collect_env`` text) and run every check. ``report.exit_code()`` is the CLI's exit code."""
     from envkit.commands.doctor import diagnose, diagnose_file
     from envkit.errors import InputError
-    from envkit.progress import NO_PROGRESS
+    from envkit.report import NO_PROGRESS
     from envkit.system import System
 
     if from_file is not None:
@@ -59,7 +58,7 @@ def make_plan(
     """``envkit resolve``: the torch build for this machine, or for the one the arguments describe
     (what they leave open is detected). Raises envkit.NoBuildError (with every rejected candidate)
     when nothing fits, envkit.InputError on a bad value."""
-    from envkit.commands.resolve import make_plan as plan_for
+    from envkit.planning import make_plan as plan_for
     from envkit.resolve.plan import PlanFlags
     from envkit.system import System
 
@@ -87,7 +86,7 @@ def run_verify(
 ) -> Report:
     """``envkit verify``: run the verify probes (device, compile, amp, dist by default; ``perf`` on
     request) in the target interpreter."""
-    from envkit.progress import NO_PROGRESS
+    from envkit.report import NO_PROGRESS
     from envkit.system import System
     from envkit.verify import parse_checks, verify
 

@@ -40,8 +40,7 @@ from envkit.render.jsonout import print_json
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from envkit.progress import RunProgress
-    from envkit.report import Report
+    from envkit.report import Report, RunProgress
     from envkit.resolve.plan import PlanFlags
 
 
@@ -562,7 +561,7 @@ def _plan_flags(
 def _run_progress(*, quiet: bool, json_out: bool) -> "Iterator[RunProgress]":
     """Live progress on stderr for a long run, only where a person watches: stderr is a terminal,
     and neither --quiet nor --json was given (stdout stays the data alone either way)."""
-    from envkit.progress import NO_PROGRESS
+    from envkit.report import NO_PROGRESS
 
     if quiet or json_out or not sys.stderr.isatty():
         yield NO_PROGRESS
@@ -746,7 +745,7 @@ def resolve(
     ] = False,
 ) -> int:
     """Which torch build, CUDA variant, Python and index fit this (or another) machine."""
-    from envkit.commands.resolve import make_plan
+    from envkit.planning import make_plan
     from envkit.system import System
 
     flags = _plan_flags(
@@ -1035,8 +1034,8 @@ def _watch(
     """preflight --every: the files rewritten after each run, a line on stderr when a verdict
     changes (envkit.commands.watch); ends with Ctrl-C or SIGTERM (exit 130)."""
     from envkit.commands.watch import parse_every, watch
-    from envkit.progress import NO_PROGRESS
     from envkit.render.files import WatchFiles
+    from envkit.report import NO_PROGRESS
 
     interval = parse_every(every)
     files.check()  # a path that cannot be written is exit 2 before the first run, not a log line

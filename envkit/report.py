@@ -10,7 +10,7 @@ import datetime
 import enum
 import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Optional
+from typing import TYPE_CHECKING, Any, Final, Optional, Protocol
 
 from envkit import __version__
 from envkit._serial import decode_json, from_jsonable, share, to_jsonable
@@ -33,9 +33,12 @@ __all__ = [
     "CAUSE_RANK",
     "CHECK_BROKEN",
     "EXPLAINED_BY",
+    "NO_PROGRESS",
     "REPORT_SCHEMA",
     "CheckResult",
+    "NoProgress",
     "Report",
+    "RunProgress",
     "Status",
     "cause_rank",
     "decode_report",
@@ -304,3 +307,34 @@ def report_from_json(data: object, where: str) -> Report:
         envkit_version=str(data.get("envkit_version") or "unknown"),
         source=where,
     )
+
+
+# -- while a run runs ----------------------------------------------------------------------------
+# Where a long run (``verify``, ``doctor --deep``, ``preflight --verify``) says what it is doing.
+# Core code calls a ``RunProgress`` as it goes; the face gives it one that shows a live line on a
+# terminal (envkit.render.progress) or none at all (``NO_PROGRESS``: not a terminal, ``--quiet``,
+# ``--json``, the Python API). Its methods may be called from the threads the probes run in.
+class RunProgress(Protocol):
+    """What a run reports while it runs."""
+
+    def stage(self, text: str) -> None: ...  # a step begins ("detecting this machine", …)
+
+    def running(self, check_ids: Sequence[str]) -> None: ...  # these checks' probes have started
+
+    def landed(self, result: CheckResult) -> None: ...  # a check's verdict, as soon as it is known
+
+
+class NoProgress:
+    """A RunProgress that shows nothing."""
+
+    def stage(self, text: str) -> None:
+        pass
+
+    def running(self, check_ids: Sequence[str]) -> None:
+        pass
+
+    def landed(self, result: CheckResult) -> None:
+        pass
+
+
+NO_PROGRESS: Final[RunProgress] = NoProgress()

@@ -130,8 +130,8 @@ def plan_platforms(
 ) -> list[Plan]:
     """One plan per platform (or, ``cudas``, per build on the first platform), all of one torch
     release: the newest every one of them has (a project pins one torch everywhere)."""
-    from envkit.commands.resolve import make_target
     from envkit.knowledge import load_knowledge
+    from envkit.planning import make_target
 
     bad = [p for p in platforms if p not in PLATFORMS]
     if bad:
@@ -158,8 +158,8 @@ def _resolve(k: Knowledge, target: Target, flags: PlanFlags) -> Plan:
     """The plan for one platform. A platform without CUDA builds (macOS) that has no wheel of an
     extension asked for (``--with flash-attn``) is planned without it: the manifest's markers keep
     the extension to the platforms that have it."""
-    from envkit.commands.resolve import make_request
     from envkit.errors import NoBuildError
+    from envkit.planning import make_request
     from envkit.resolve import resolve
 
     try:
@@ -234,8 +234,8 @@ def add(
     dry_run: bool = False,
 ) -> Added:
     """Plan and make the edits (written unless ``dry_run``)."""
-    from envkit.commands.resolve import make_target
     from envkit.knowledge import load_knowledge
+    from envkit.planning import make_target
     from envkit.project.find import choose, find_manifests
 
     names: list[str] = [canonicalize_name(p) for p in packages] or ["torch"]

@@ -46,9 +46,9 @@ def check_project(
 ) -> SpecCheck:
     """The checks of every manifest of ``project`` that names torch, on each platform."""
     from envkit.commands.add import add_command, kept_cuda
-    from envkit.commands.resolve import make_target
     from envkit.commands.spec import SpecCheck
     from envkit.knowledge import CUDA_PLATFORMS, load_knowledge
+    from envkit.planning import make_target
     from envkit.project.find import find_manifests
     from envkit.project.manifest import shape_error
     from envkit.specs.check import check_specfile

@@ -94,7 +94,6 @@ class Created:
 
 def prepare(system: System, request: CreateRequest) -> Installation:
     """Resolve the plan for the request and lay out the installation; nothing is written or run."""
-    from envkit.commands.resolve import make_plan
     from envkit.create.prepare import (
         check_request,
         choose_format,
@@ -104,6 +103,7 @@ def prepare(system: System, request: CreateRequest) -> Installation:
         local_builds,
     )
     from envkit.errors import NoBuildError
+    from envkit.planning import make_plan
     from envkit.specs.render import spec_flags
 
     if request.offline and not request.wheelhouse:

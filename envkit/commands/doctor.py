@@ -11,13 +11,12 @@ from typing import TYPE_CHECKING, Final, Optional
 from envkit._files import parse_json, read_bytes
 from envkit.detect import begin_run, detect_all
 from envkit.errors import InputError
-from envkit.progress import NO_PROGRESS
-from envkit.report import Report, decode_report, report_from_json
+from envkit.report import NO_PROGRESS, Report, decode_report, report_from_json
 
 if TYPE_CHECKING:
     from envkit.detect.errtext import TextReading
     from envkit.facts import Facts
-    from envkit.progress import RunProgress
+    from envkit.report import RunProgress
     from envkit.system import System
 
 __all__ = ["DEFAULT_TIMEOUT_S", "MAX_TEXT_BYTES", "diagnose", "diagnose_file"]

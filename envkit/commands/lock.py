@@ -28,9 +28,9 @@ def prepare_lock(
     mirrors: Sequence[str] = (),
 ) -> LockJob:
     """Resolve the plan and build conda-lock's inputs and command line (nothing is run or written)."""
-    from envkit.commands.resolve import make_plan
     from envkit.create.lock import lock_job
     from envkit.errors import InputError
+    from envkit.planning import make_plan
     from envkit.specs.render import spec_flags
     from envkit.specs.template import load_template
 
@@ -74,8 +74,8 @@ def prepare_pip_lock(
     chosen = lock_platforms(platforms) or ((flags.platform,) if flags.platform else ())
     planned = spec_flags(template, dataclasses.replace(flags, platform=None), "pip")
     if wheelhouse and offline:  # the plan is made among the builds the wheelhouse holds
-        from envkit.commands.resolve import make_request, make_target
         from envkit.knowledge import load_knowledge
+        from envkit.planning import make_request, make_target
         from envkit.resolve import resolve
 
         available = read_wheelhouse(Path(wheelhouse).absolute())

@@ -20,14 +20,13 @@ from typing import TYPE_CHECKING, Callable, Final, Optional
 from envkit.checks import CHECKS, run_checks
 from envkit.checks.expect import Expectations, apply_require_ignore, check_expectations, load_expectations
 from envkit.detect import begin_run, detect_all
-from envkit.progress import NO_PROGRESS
-from envkit.report import CheckResult, Report, Status, rank_causes
+from envkit.report import NO_PROGRESS, CheckResult, Report, Status, rank_causes
 from envkit.verify import ALL_CHECKS, run_verify_checks
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from envkit.progress import RunProgress
+    from envkit.report import RunProgress
     from envkit.system import System
 
 __all__ = ["DEFAULT_TIMEOUT_S", "KNOWN_CHECKS", "Watchdog", "drain_reason", "preflight"]

@@ -96,7 +96,7 @@ def render(
     The format decides the channel (conda formats resolve for conda unless ``pip_in_conda``);
     ``channel`` (``--channel``), when given, picks the format left open and must agree with one given.
     """
-    from envkit.commands.resolve import make_plan
+    from envkit.planning import make_plan
     from envkit.specs.container import CONTAINER_FORMATS
     from envkit.specs.render import (
         CONDA_FORMATS,
@@ -154,9 +154,9 @@ def _container_plan(
     the image's venv is made of). A --python the user gave must match an image; the template's
     Python, or this machine's, is taken where an image has it, and else gives way to the picked
     image's, with a warning: a laptop's Python 3.11 says nothing about the container's."""
-    from envkit.commands.resolve import make_request, make_target
     from envkit.knowledge import load_knowledge
     from envkit.knowledge.containers import ImageKind
+    from envkit.planning import make_request, make_target
     from envkit.resolve import resolve
     from envkit.specs.container import choose_image, image_kind
 
@@ -304,8 +304,8 @@ def _project_manifest(path: str) -> bool:
 def check(system: System, path: str, flags: PlanFlags, *, strict: bool = False) -> SpecCheck:
     """Check an environment.yml, requirements.txt, container file or project manifest (uv or
     Poetry pyproject.toml, pixi.toml) against the knowledge base and the target."""
-    from envkit.commands.resolve import make_target
     from envkit.knowledge import load_knowledge
+    from envkit.planning import make_target
     from envkit.specs.check import check_spec_noted
 
     if _project_manifest(path):  # a pyproject.toml or pixi.toml: what the project installs

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from envkit import _proc
 from envkit.detect.container import detect_container
 from envkit.detect.deep import deep_budget, deep_unanswered, detect_deep
-from envkit.detect.driver import NO_ANSWER, detect_driver, driver_from_files, smi_gpus
+from envkit.detect.driver import detect_driver, driver_from_files, smi_gpus
 from envkit.detect.host import host_from
 from envkit.detect.host import host_readers as detect_host_readers
 from envkit.detect.jetson import read_l4t
-from envkit.detect.nvml import ask_nvml
+from envkit.detect.nvml import NO_ANSWER, ask_nvml
 from envkit.detect.plausible import cap_notes, plausible_gpu
 from envkit.detect.pyenv import Interpreter, detect_python
 from envkit.detect.toolkit import detect_toolkits

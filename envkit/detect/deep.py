@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from envkit._probe_runner import run_probe
 from envkit.facts import DeepTorchFacts, DeviceInfo
+from envkit.system import run_probe
 from envkit.versions import parse_compute_capability, parse_version
 
 if TYPE_CHECKING:

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from envkit.system import System
 
 __all__ = [
-    "NO_ANSWER",
     "SMI_QUERY_FIELDS",
     "SmiHeader",
     "detect_driver",
@@ -41,8 +40,6 @@ WSL_NVIDIA_SMI: Final = "/usr/lib/wsl/lib/nvidia-smi"
 SMI_TIMEOUT_S: Final = 10.0
 # More GPU rows than any node has (NVL72 racks are 72 GPUs, in several nodes): the rest is garbage.
 MAX_SMI_GPUS: Final = 256
-# DriverFacts.nvml_error's name when NVML / nvidia-smi did not answer before the deadline.
-NO_ANSWER: Final = "NoAnswer"
 
 # The --query-gpu fields envkit asks for; compute_cap exists since driver 510.
 SMI_QUERY_FIELDS: Final = (

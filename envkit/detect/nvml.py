@@ -20,9 +20,8 @@ import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Final, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
-from envkit.detect.driver import NO_ANSWER
 from envkit.detect.nvml_worker import GPU_FIELDS, NvmlError, PynvmlApi, record_nvml
 from envkit.facts import GpuFacts
 from envkit.versions import ComputeCapability, NvVersion, Version, cuda_from_int
@@ -31,12 +30,12 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from envkit._proc import ProcResult
-    from envkit.system import System
+    from envkit.system import NvmlApi, System
 
 __all__ = [
     "CRASHED",
     "GPU_FIELDS",
-    "NvmlApi",
+    "NO_ANSWER",
     "NvmlError",
     "NvmlReading",
     "PynvmlApi",
@@ -57,8 +56,10 @@ NVML_TIMEOUT_S: Final = 20.0
 # nvmlSystemGetCudaDriverVersion's range: CUDA 1.0 is 1000, the newest CUDA a 99.x would be 99990.
 CUDA_INT_MIN: Final = 1000
 CUDA_INT_MAX: Final = 99990
-# The error names of an NVML child without an answer: NO_ANSWER (envkit.detect.driver) when it
-# overran its time, CRASHED when a signal killed it or it could not run, "Unknown" for garbage.
+# The error names of an NVML child without an answer: NO_ANSWER when it overran its time (also
+# DriverFacts.nvml_error's name when NVML / nvidia-smi did not answer before the deadline), CRASHED
+# when a signal killed it or it could not run, "Unknown" for garbage.
+NO_ANSWER: Final = "NoAnswer"
 CRASHED: Final = "Crashed"
 
 # NVML errors that mean "this GPU or driver has no such field": the field is None, not a failure.
@@ -82,24 +83,6 @@ CLOCK_EVENT_BITS: Final = {
     0x80: "hw_power_brake",
     0x100: "display_clock_setting",
 }
-
-
-class NvmlApi(Protocol):
-    """What envkit asks of NVML. Every method may raise NvmlError."""
-
-    def init(self) -> None: ...
-
-    def shutdown(self) -> None: ...
-
-    def driver_version(self) -> str: ...
-
-    def cuda_driver_version(self) -> int: ...
-
-    def device_count(self) -> int: ...
-
-    def gpu_field(self, index: int, field: str) -> Any:
-        """One of GPU_FIELDS for GPU ``index`` (NVML order), as JSON-ready data."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from envkit.detect.nvml import NvmlApi
+    from envkit.system import NvmlApi
 
 __all__ = ["GPU_FIELDS", "NvmlError", "PynvmlApi", "main", "record_nvml"]
 

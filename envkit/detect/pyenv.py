@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Optional
 
-from envkit._probe_runner import run_probe
 from envkit.detect.python_version import is_python_version, python_of_version
 from envkit.errors import InputError
 from envkit.facts import CondaPackage, Distribution, EnvKind, PythonFacts, TorchFacts
+from envkit.system import run_probe
 from envkit.versions import Version, parse_version
 
 if TYPE_CHECKING:

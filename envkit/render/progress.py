@@ -1,5 +1,5 @@
 """Live progress of a long run on a terminal (stderr): which step or probe is running, the elapsed
-time, and each probe's verdict as it lands (envkit.progress.RunProgress, rich underneath).
+time, and each probe's verdict as it lands (envkit.report.RunProgress, rich underneath).
 
 The face uses it only when stderr is a terminal and neither ``--quiet`` nor ``--json`` was given;
 the live line is erased when the run ends, the verdict lines stay above it.

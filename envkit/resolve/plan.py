@@ -153,7 +153,7 @@ class PlanFlags:
     """What the command line says about the target machine and the wanted build, as typed
     (``--driver --gpu --no-gpu --platform --python --env --torch --cuda --channel --with
     --allow-build --nightly --test``); checked when
-    a request and a target are made of it (envkit.commands.resolve).
+    a request and a target are made of it (envkit.planning).
 
     Keyword-only: nine fields, most of them optional strings, where a positional slip would swap
     ``--python`` and ``--platform`` without a word. ``dataclass(kw_only=True)`` needs Python 3.10

@@ -16,20 +16,18 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
-from envkit._probe_runner import ProbeOutcome, run_probe
 from envkit.detect import begin_run, detect_for_plan, run_bounded
 from envkit.detect.host import host_identity
 from envkit.errors import InputError
-from envkit.progress import NO_PROGRESS
-from envkit.report import Report
+from envkit.report import NO_PROGRESS, Report
+from envkit.system import ProbeOutcome, run_probe
 from envkit.verify.interpret import interpret, interpret_missing_extensions
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from envkit.facts import Facts
-    from envkit.progress import RunProgress
-    from envkit.report import CheckResult
+    from envkit.report import CheckResult, RunProgress
     from envkit.system import System
 
 __all__ = [

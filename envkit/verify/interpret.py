@@ -11,8 +11,8 @@ from envkit.report import CheckResult, Status
 from envkit.resolve import rules
 
 if TYPE_CHECKING:
-    from envkit._probe_runner import ProbeOutcome
     from envkit.facts import Facts
+    from envkit.system import ProbeOutcome
 
 __all__ = ["MATMUL_WARN_FRACTION", "MEMORY_WARN_FRACTION", "interpret"]
 

@@ -190,7 +190,7 @@ def _render_then_check(case: Case, fmt: str, tmp: Path) -> None:
 
 
 def _plan_of(case: Case, fmt: str) -> Plan:
-    from envkit.commands.resolve import make_plan
+    from envkit.planning import make_plan
     from envkit.specs.render import spec_flags
     from envkit.specs.template import load_template
 

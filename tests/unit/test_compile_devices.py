@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 
-from envkit._probe_runner import PROBES_DIR
 from envkit.errors import InputError
 from envkit.facts import Facts
 from envkit.report import report_from_json
-from envkit.system import System
+from envkit.system import PROBES_DIR, System
 from envkit.verify import compile_devices, parse_compile_devices, probe_specs
 
 sys.path.insert(0, str(PROBES_DIR))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envkit._probe_runner import PROBES_DIR
+from envkit.system import PROBES_DIR
 
 # What a probe may import besides the standard library.
 ALLOWED = {"torch", "triton", "envkit_probe_util"}

@@ -260,7 +260,7 @@ def test_a_version_finds_the_active_environment_then_path(tmp_path: Path) -> Non
 
 
 def test_a_path_on_a_planning_command_is_read_for_its_version(tmp_path: Path) -> None:
-    from envkit.commands.resolve import make_target
+    from envkit.planning import make_target
 
     target = make_target(System(), PlanFlags(driver="550.54.15", gpus=("A100",), python=sys.executable))
     assert target.python == Version(f"{sys.version_info[0]}.{sys.version_info[1]}")
@@ -315,7 +315,7 @@ class _Clock:
 
 
 def _probe_util() -> Any:
-    from envkit._probe_runner import PROBES_DIR
+    from envkit.system import PROBES_DIR
 
     sys.path.insert(0, str(PROBES_DIR))
     import envkit_probe_util
@@ -356,7 +356,7 @@ def test_a_speedup_is_a_median_of_paired_samples_with_its_spread(monkeypatch: py
 
 
 def test_a_speedup_without_a_result_is_not_printed_as_one() -> None:
-    from envkit._probe_runner import PROBES_DIR
+    from envkit.system import PROBES_DIR
 
     sys.path.insert(0, str(PROBES_DIR))
     import verify_compile

@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from envkit.progress import NO_PROGRESS
 from envkit.render.progress import live_progress
-from envkit.report import CheckResult, Status
+from envkit.report import NO_PROGRESS, CheckResult, Status
 
 # A stand-in interpreter: the verify probes answer at once (device after 0.2 s, amp after 1 s) with
 # a canned verdict; everything else (the environment probe) runs in the real interpreter.

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from envkit._probe_runner import PROBES_DIR
 from envkit.errors import InputError
 from envkit.facts import Facts, PythonFacts, TorchFacts
 from envkit.report import Status
-from envkit.system import System
+from envkit.system import PROBES_DIR, System
 from envkit.verify import ProbeSpec, parse_checks, run_probes
 from envkit.verify.interpret import interpret
 from envkit.versions import Version
@@ -174,8 +173,8 @@ def compile_failure(kind: str) -> dict[str, object]:
     ],
 )
 def test_compile_fixes(kind: str, words: str) -> None:
-    from envkit._probe_runner import ProbeOutcome
     from envkit._proc import ProcResult
+    from envkit.system import ProbeOutcome
 
     outcome = ProbeOutcome(compile_failure(kind), None, ProcResult(("x",), 0, "", "", 1.0))
     result = interpret("compile", outcome, FACTS)
@@ -188,8 +187,8 @@ def test_compile_fixes(kind: str, words: str) -> None:
 
 
 def perf_outcome(bf16: float, copy: float) -> object:
-    from envkit._probe_runner import ProbeOutcome
     from envkit._proc import ProcResult
+    from envkit.system import ProbeOutcome
 
     devices = [
         {

@@ -17,10 +17,10 @@ from typing import Optional
 import pytest
 
 from envkit.commands.create import prepare
-from envkit.commands.resolve import PlanFlags
 from envkit.create.install import CreateFailed, execute
 from envkit.create.prepare import CreateRequest
 from envkit.errors import InputError
+from envkit.resolve.plan import PlanFlags
 from envkit.system import System
 from tests.conftest import write_program
 

@@ -24,11 +24,11 @@ import pytest
 
 from envkit._signals import deferred_signals
 from envkit.commands.create import prepare
-from envkit.commands.resolve import PlanFlags
 from envkit.create.install import CreateFailed, execute
 from envkit.create.place import MARKER, check_target, is_environment, locked
 from envkit.create.prepare import CreateRequest
 from envkit.errors import InputError
+from envkit.resolve.plan import PlanFlags
 from envkit.system import System
 
 CPU = PlanFlags(torch="2.13.0", cuda="cpu", python="3.11", platform="linux-x86_64", no_gpu=True)

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from envkit.commands.create import prepare
-from envkit.commands.resolve import PlanFlags
 from envkit.create.backends import rattler as rattler_backend
 from envkit.create.backends.conflict import explain_conflict
 from envkit.create.backends.rattler import REQUEST_FILE, Rattler, read_result
@@ -19,6 +18,7 @@ from envkit.create.conda_meta import installed_packages
 from envkit.create.prepare import CreateRequest
 from envkit.errors import InputError
 from envkit.mirrors.condarc import read_condarc
+from envkit.resolve.plan import PlanFlags
 from tests.unit.create.test_create import fake_tools
 
 DATA = Path(__file__).parents[2] / "data" / "rattler"

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from envkit.detect.driver import NO_ANSWER
-from envkit.detect.nvml import CRASHED, WORKER, RecordedNvml, ask_nvml, read_nvml
+from envkit.detect.nvml import CRASHED, NO_ANSWER, WORKER, RecordedNvml, ask_nvml, read_nvml
 from envkit.system import System
 from envkit.versions import ComputeCapability, NvVersion, Version
 

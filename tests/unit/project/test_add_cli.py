@@ -206,13 +206,13 @@ def test_on_a_node_without_a_gpu_the_manifests_cuda_is_kept(tmp_path: Path) -> N
     """A login node (no NVIDIA GPU, no --driver/--gpu): envkit add turned torch==2.1.0+cu118 into
     torch==2.1.0+cpu, and check --project offered that add as the fix of its spec.mirror failure. The
     edit keeps the CUDA the file names, says so, and check then finds nothing to fix."""
-    from envkit.commands import resolve as resolve_module
     from envkit.facts import Facts
+    from envkit.planning import target as target_module
 
     path = tmp_path / "requirements.txt"
     path.write_text("numpy\ntorch==2.1.0+cu118\n", encoding="utf-8")
     with pytest.MonkeyPatch.context() as mp:  # this machine: Linux, no NVIDIA driver or GPU
-        mp.setattr(resolve_module, "detect_for_plan", lambda *a, **kw: Facts())
+        mp.setattr(target_module, "detect_for_plan", lambda *a, **kw: Facts())
         before = envkit("check", "--project", str(path), "--python", "3.11")
         assert before.exit_code == 1 and "PyPI has no +cu118 build" in before.stdout
         result = envkit("add", "--project", str(path), "--python", "3.11")

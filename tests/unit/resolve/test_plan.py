@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from envkit.commands.resolve import make_request
 from envkit.errors import InputError
+from envkit.planning import make_request
 from envkit.resolve.plan import Channel, CudaKind, PlanFlags, Route, parse_cuda_request
 
 

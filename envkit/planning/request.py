@@ -1,30 +1,24 @@
-"""``envkit resolve``: describe the target (detected and/or from flags), then resolve a plan."""
+"""The request a command plans for: the flags' torch, CUDA, channel and extensions, checked against
+what exists (a CUDA NVIDIA released, a variant torch published) and, for --nightly / --test, the
+channel's pages read now."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from typing import TYPE_CHECKING, Any, Callable, Final, Optional
+from typing import TYPE_CHECKING, Final, Optional
 
-from envkit.detect import detect_for_plan, run_bounded
-from envkit.detect.pyenv import select_interpreter
-from envkit.detect.python_version import is_python_version
 from envkit.errors import InputError
 from envkit.knowledge import load_knowledge, variant_cuda
-from envkit.resolve import Plan, Request, parse_cuda_request, parse_torch_spec, resolve
+from envkit.resolve import Request, parse_cuda_request, parse_torch_spec
 from envkit.resolve.channels import ChannelIndex, PreChannel, variants_to_read
 from envkit.resolve.extensions import parse_extensions
 from envkit.resolve.plan import Channel, CudaKind, CudaRequest, PlanFlags
-from envkit.resolve.target import Target, target_from_facts, target_from_flags, this_platform
 from envkit.versions import Version
 
 if TYPE_CHECKING:
     from envkit.resolve.available import Available
-    from envkit.system import System
 
-__all__ = ["PlanFlags", "make_plan", "make_request", "make_target"]
-
-DETECT_TIMEOUT_S = 20.0
+__all__ = ["make_request"]
 
 
 def make_request(flags: PlanFlags, *, available: Optional[Available] = None) -> Request:
@@ -129,53 +123,3 @@ def _check_variant_published(text: str, variant: str) -> None:
         f"{', '.join(rocm[-6:])}, …)",
         hint="give a published variant, e.g. --cuda rocm6.4, or --cuda rocm for the newest that fits",
     )
-
-
-def make_target(system: System, flags: PlanFlags) -> Target:
-    """Detect what the flags leave open (the GPU side, the interpreter's Python and platform).
-
-    The knowledge base loads in parallel with the detection (the interpreter probe is a
-    subprocess: its wait is the knowledge base's time).
-    """
-    gpu_side_given = flags.no_gpu or flags.driver is not None or bool(flags.gpus)
-    # --python takes a version (3.11) or an interpreter (a path, python3.11), as uv's does: an
-    # interpreter's version and platform are read from it, as for --env.
-    interpreter = flags.python if flags.python and not is_python_version(flags.python) else None
-    if interpreter is not None:
-        flags = dataclasses.replace(flags, python=None)
-    need_python = flags.python is None or flags.platform is None
-    facts = knowledge = None
-    if not gpu_side_given or need_python:
-        system = system.with_deadline(DETECT_TIMEOUT_S)
-        interp = (
-            select_interpreter(system, python=interpreter, env_name=flags.env_name) if need_python else None
-        )
-        tasks: dict[str, Callable[[], Any]] = {
-            "facts": lambda: detect_for_plan(system, interp, gpus=not gpu_side_given),
-            "knowledge": load_knowledge,
-        }
-        values, _notes = run_bounded(tasks, system.deadline)
-        facts, knowledge = values.get("facts"), values.get("knowledge")
-    knowledge = knowledge or load_knowledge()  # a failed parallel load raises its error here
-    here = this_platform()
-    base = (
-        target_from_facts(facts, knowledge, local_platform=here)
-        if facts is not None
-        else Target(platform=here or "linux-x86_64")
-    )
-    return target_from_flags(
-        knowledge,
-        base=base,
-        driver=flags.driver,
-        gpus=flags.gpus,
-        no_gpu=flags.no_gpu,
-        platform=flags.platform,
-        python=flags.python,
-    )
-
-
-def make_plan(system: System, flags: PlanFlags, *, available: Optional[Available] = None) -> Plan:
-    """The plan for ``flags``; ``available``: only among the builds a local source holds."""
-    request = make_request(flags, available=available)  # bad flags fail before anything is detected
-    target = make_target(system, flags)
-    return resolve(load_knowledge(), target, request)
