@@ -2,25 +2,61 @@
 whether the project as written gets a torch that runs on the target, per manifest and platform,
 judged by the same checks as ``spec --check`` (envkit.specs.check) on what each manifest installs
 there (envkit.project reads it), each failure's fix led by the ``envkit add`` that makes it right.
+
+SpecCheck, the record both verbs return (``spec --check`` of any file, envkit.commands.spec, and
+``check --project``), lives here, where both find it: spec's check hands a project manifest to
+check_project, so this module is the lower one of the two.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Optional
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
 
+from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from envkit.commands.spec import SpecCheck
     from envkit.project.find import Manifested
     from envkit.resolve import Plan
     from envkit.resolve.plan import PlanFlags
     from envkit.system import System
 
-__all__ = ["check_project"]
+__all__ = ["SPEC_CHECK_SCHEMA", "SpecCheck", "check_project"]
+
+SPEC_CHECK_SCHEMA = "envkit.spec-check/1"
+
+
+@dataclass(frozen=True)
+class SpecCheck:
+    """``envkit spec --check FILE`` or ``envkit check --project DIR``: the findings and the exit code
+    they give."""
+
+    path: str
+    results: tuple[CheckResult, ...] = field(default_factory=tuple)
+    strict: bool = False
+    # What the checks were made for, where the file asks for more than the target shows ("asks for
+    # CUDA 12.1, and this machine has no NVIDIA driver or GPU …", with the flags for the GPU nodes).
+    notes: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        bad = {Status.FAIL, Status.WARN} if self.strict else {Status.FAIL}
+        return EXIT_CHECK_FAILED if any(r.status in bad for r in self.results) else EXIT_OK
+
+    def to_json(self) -> dict[str, Any]:
+        from envkit._serial import to_jsonable
+
+        return {
+            "schema": SPEC_CHECK_SCHEMA,
+            "file": self.path,
+            "checks": [to_jsonable(r) for r in self.results],
+            "notes": list(self.notes),
+            "exit_code": self.exit_code,
+        }
 
 
 def _fixed(result: CheckResult, command: str) -> CheckResult:
@@ -46,7 +82,6 @@ def check_project(
 ) -> SpecCheck:
     """The checks of every manifest of ``project`` that names torch, on each platform."""
     from envkit.commands.add import add_command, kept_cuda
-    from envkit.commands.spec import SpecCheck
     from envkit.knowledge import CUDA_PLATFORMS, load_knowledge
     from envkit.planning import make_target
     from envkit.project.find import find_manifests

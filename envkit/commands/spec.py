@@ -6,14 +6,14 @@ Each function returns a record; the face (cli.py) prints it, so nothing here wri
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from packaging.specifiers import SpecifierSet
 
-from envkit.errors import EXIT_CHECK_FAILED, EXIT_OK, EnvkitError, InputError, NoBuildError
-from envkit.report import CheckResult, Status
+from envkit.commands.check import SpecCheck, check_project
+from envkit.errors import EnvkitError, InputError, NoBuildError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -24,9 +24,7 @@ if TYPE_CHECKING:
     from envkit.specs.template import Template
     from envkit.system import System
 
-__all__ = ["SPEC_CHECK_SCHEMA", "SpecCheck", "SpecFiles", "check", "render"]
-
-SPEC_CHECK_SCHEMA = "envkit.spec-check/1"
+__all__ = ["SpecFiles", "check", "render"]
 
 
 @dataclass(frozen=True)
@@ -46,34 +44,6 @@ class SpecFiles:
                 f"--stdout: --format {self.fmt} makes {len(self.files)} files; write them with -o DIR"
             )
         return next(iter(self.files.values()))
-
-
-@dataclass(frozen=True)
-class SpecCheck:
-    """``envkit spec --check FILE``: the findings and the exit code they give."""
-
-    path: str
-    results: tuple[CheckResult, ...] = field(default_factory=tuple)
-    strict: bool = False
-    # What the checks were made for, where the file asks for more than the target shows ("asks for
-    # CUDA 12.1, and this machine has no NVIDIA driver or GPU …", with the flags for the GPU nodes).
-    notes: tuple[str, ...] = ()
-
-    @property
-    def exit_code(self) -> int:
-        bad = {Status.FAIL, Status.WARN} if self.strict else {Status.FAIL}
-        return EXIT_CHECK_FAILED if any(r.status in bad for r in self.results) else EXIT_OK
-
-    def to_json(self) -> dict[str, Any]:
-        from envkit._serial import to_jsonable
-
-        return {
-            "schema": SPEC_CHECK_SCHEMA,
-            "file": self.path,
-            "checks": [to_jsonable(r) for r in self.results],
-            "notes": list(self.notes),
-            "exit_code": self.exit_code,
-        }
 
 
 def render(
@@ -309,8 +279,6 @@ def check(system: System, path: str, flags: PlanFlags, *, strict: bool = False) 
     from envkit.specs.check import check_spec_noted
 
     if _project_manifest(path):  # a pyproject.toml or pixi.toml: what the project installs
-        from envkit.commands.check import check_project
-
         platforms = (flags.platform,) if flags.platform else ()
         checked = check_project(system, path, dataclasses.replace(flags, platform=None), platforms=platforms)
         return SpecCheck(path, checked.results, strict)
