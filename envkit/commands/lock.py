@@ -1,5 +1,5 @@
 """``envkit lock``: resolve the plan for a template (conda, ``__cuda`` from the target driver), then
-run conda-lock through its one adapter (envkit.create.lock)."""
+build conda-lock's job (envkit.create.lock_job) and run it through its one adapter (envkit.create.lock)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from envkit.create.lock import LockJob
+    from envkit.create.lock_job import LockJob
     from envkit.create.pylock import PipLock
     from envkit.resolve import Plan
     from envkit.resolve.plan import PlanFlags
@@ -28,7 +28,7 @@ def prepare_lock(
     mirrors: Sequence[str] = (),
 ) -> LockJob:
     """Resolve the plan and build conda-lock's inputs and command line (nothing is run or written)."""
-    from envkit.create.lock import lock_job
+    from envkit.create.lock_job import lock_job
     from envkit.errors import InputError
     from envkit.planning import make_plan
     from envkit.specs.render import spec_flags

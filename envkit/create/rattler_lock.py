@@ -35,7 +35,7 @@ from envkit.redact import redact
 from envkit.specs.conda import default_virtual
 
 if TYPE_CHECKING:
-    from envkit.create.lock import LockJob
+    from envkit.create.lock_job import LockJob
     from envkit.system import System
 
 __all__ = ["conda_lock_solver", "rattler_lock", "rattler_lockable"]

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from envkit.commands.lock import prepare_lock
-from envkit.create.lock import LockFailed, LockJob, lock
+from envkit.create.lock import LockFailed, lock
+from envkit.create.lock_job import LockJob
 from envkit.resolve.plan import PlanFlags
 from envkit.system import System
 from tests.conftest import write_program
