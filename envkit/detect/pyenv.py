@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Optional
 
-from envkit.detect.python_version import is_python_version, python_of_version
+from envkit.detect.python_version import bin_python, is_python_version, python_of_version
 from envkit.errors import InputError
 from envkit.facts import CondaPackage, Distribution, EnvKind, PythonFacts, TorchFacts
 from envkit.system import run_probe
@@ -54,14 +54,6 @@ class Interpreter:
 
 # What an interpreter's file name holds (a wrapper of one's own is welcome: my-python, hungpython).
 INTERPRETER_NAME: Final = re.compile(r"python|pypy|graalpy", re.IGNORECASE)
-
-
-def _bin_python(prefix: Path) -> Optional[Path]:
-    for rel in ("bin/python", "bin/python3", "python.exe", "Scripts/python.exe"):
-        candidate = prefix / rel
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def envkit_envs_dir(system: System) -> Path:
@@ -138,7 +130,7 @@ def select_interpreter(
         if os.sep not in python and not path.exists():  # a bare name: "python3", "python3.10"
             on_path = system.which(python)
             path = Path(on_path) if on_path else path
-        found = _bin_python(path) if path.is_dir() else path
+        found = bin_python(path) if path.is_dir() else path
         if found is None or not found.is_file() or not os.access(found, os.X_OK):
             raise InputError(
                 f"--python {python}: neither a Python version (3.11) nor a runnable interpreter there",
@@ -160,7 +152,7 @@ def select_interpreter(
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
         prefix = system.env.get(var)
         if prefix:
-            found = _bin_python(Path(prefix))
+            found = bin_python(Path(prefix))
             if found is not None:
                 return Interpreter(str(found), var, Path(prefix).name)
     launcher = next((who for var, who in LAUNCHER_VARS if system.env.get(var)), None)
@@ -176,12 +168,12 @@ def select_interpreter(
 def _named_env(system: System, name: str) -> Interpreter:
     places = [envkit_envs_dir(system), *conda_env_dirs(system)]
     for folder in places:
-        found = _bin_python(folder / name)
+        found = bin_python(folder / name)
         if found is not None:
             return Interpreter(str(found), "--env", name)
     for prefix in _conda_registry(system):
         if prefix.name == name:
-            found = _bin_python(prefix)
+            found = bin_python(prefix)
             if found is not None:
                 return Interpreter(str(found), "--env", name)
     looked = ", ".join(str(p) for p in places[:6])

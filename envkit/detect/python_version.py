@@ -21,7 +21,7 @@ from envkit.errors import InputError
 if TYPE_CHECKING:
     from envkit.system import System
 
-__all__ = ["is_python_version", "python_of_version"]
+__all__ = ["bin_python", "is_python_version", "python_of_version"]
 
 # What --python takes as a version (uv's "3", "3.11", "3.11.4"); anything else names an interpreter.
 _VERSION: Final = re.compile(r"^\d+(?:\.\d+){0,2}$")
@@ -33,6 +33,16 @@ UV_FIND_TIMEOUT_S: Final = 10.0
 def is_python_version(text: str) -> bool:
     """Whether ``--python`` names a version (3.11) rather than an interpreter (a path, python3.11)."""
     return bool(_VERSION.match(text.strip()))
+
+
+def bin_python(prefix: Path) -> Optional[Path]:
+    """The interpreter of the environment at ``prefix`` (a venv's or conda's, on POSIX or Windows);
+    None where it has none."""
+    for rel in ("bin/python", "bin/python3", "python.exe", "Scripts/python.exe"):
+        candidate = prefix / rel
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def _matches(found: str, wanted: str) -> bool:
@@ -70,8 +80,6 @@ def _runs_as(system: System, python: str, version: str) -> bool:
 def python_of_version(system: System, version: str) -> tuple[str, str]:
     """(the interpreter's path, what found it) for ``--python VERSION``; InputError naming where it
     looked when nothing of that version is there."""
-    from envkit.detect.pyenv import _bin_python  # pyenv asks this module first: no cycle at import
-
     version = version.strip()
     looked: list[str] = []
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
@@ -79,7 +87,7 @@ def python_of_version(system: System, version: str) -> tuple[str, str]:
         if not prefix:
             continue
         have = _env_version(Path(prefix))
-        found = _bin_python(Path(prefix))
+        found = bin_python(Path(prefix))
         if have is not None and found is not None and _matches(have, version):
             return str(found), f"--python {version} ({var})"
         looked.append(f"the active environment ({var}) is Python {have or 'of unknown version'}")
