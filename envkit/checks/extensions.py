@@ -210,7 +210,8 @@ def _judge(ext: Extension, dist: Distribution, build: TorchBuild, facts: Facts) 
 
 def _fix(ext: Extension, facts: Facts, build: TorchBuild) -> str:
     """The wheel of ``ext`` for the installed torch, or the torch to pin."""
-    from envkit.resolve.extensions import ExtensionRequest, pick_one
+    from envkit.resolve.ext_pick import ExtensionRequest
+    from envkit.resolve.extensions import pick_one
     from envkit.resolve.target import GpuTarget
 
     gpus = tuple(GpuTarget(cc, name) for name, cc in _gpus(facts))

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from envkit.mirrors.choose import Mirror
-    from envkit.resolve.extensions import ExtensionPick
+    from envkit.resolve.ext_pick import ExtensionPick
 
 __all__ = ["COMPANIONS", "TORCH_PACKAGES", "Source", "Want", "make_want", "platform_marker"]
 

@@ -13,21 +13,22 @@ from __future__ import annotations
 
 import difflib
 import functools
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Optional
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from envkit.errors import InputError
 from envkit.knowledge import variant_cuda
 from envkit.knowledge.extensions import Extension, ExtRelease, load_extensions, torch_cxx11_abi
+from envkit.resolve.ext_pick import BuildPlan, ExtensionPick, ExtensionRequest
 from envkit.resolve.ext_wheels import TorchBuild, match_release, why_not
 from envkit.versions import Version
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from packaging.specifiers import SpecifierSet
 
     from envkit.errors import WayOut
     from envkit.knowledge import Release
@@ -35,92 +36,12 @@ if TYPE_CHECKING:
     from envkit.resolve.target import GpuTarget, Target
 
 __all__ = [
-    "BuildPlan",
-    "ExtensionPick",
-    "ExtensionRequest",
     "candidate_failures",
     "parse_extensions",
     "pick_all",
 ]
 
 RULE: Final = "extension"
-
-
-@dataclass(frozen=True)
-class ExtensionRequest:
-    """One ``--with`` value: a known extension and the releases asked for (empty: any)."""
-
-    name: str
-    spec: SpecifierSet = field(default_factory=SpecifierSet)
-    text: str = ""
-
-    def __str__(self) -> str:
-        return self.text or f"{self.name}{self.spec}"
-
-
-@dataclass(frozen=True)
-class BuildPlan:
-    """A source build the plan asks for (``--allow-build``), and what it needs."""
-
-    nvcc: str
-    arch_env: Optional[str]
-    arch_list: str  # "8.0;9.0": the target's GPUs
-    compiler: str
-    time: str
-    requires: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
-    config_settings: tuple[str, ...]
-    source: str
-
-
-@dataclass(frozen=True)
-class ExtensionPick:
-    """The release of one extension the plan installs, and the exact wheel (or the build)."""
-
-    name: str
-    version: Version
-    requirement: str  # what pip is given
-    where: str  # pypi | url | find-links | index | build | sdist
-    file: Optional[str] = None
-    url: Optional[str] = None
-    sha256: Optional[str] = None
-    index: Optional[str] = None  # the find-links page or index pip needs for it
-    no_build_isolation: bool = False
-    build: Optional[BuildPlan] = None
-    gpu_code: tuple[str, ...] = ()
-    kind: str = ""
-    notes: tuple[str, ...] = ()
-    source: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        build = self.build
-        return {
-            "name": self.name,
-            "version": str(self.version),
-            "requirement": self.requirement,
-            "where": self.where,
-            "file": self.file,
-            "url": self.url,
-            "sha256": self.sha256,
-            "index": self.index,
-            "no_build_isolation": self.no_build_isolation,
-            "gpu_code": list(self.gpu_code),
-            "kind": self.kind,
-            "build": None
-            if build is None
-            else {
-                "nvcc": build.nvcc,
-                "arch_env": build.arch_env,
-                "arch_list": build.arch_list,
-                "compiler": build.compiler,
-                "time": build.time,
-                "requires": list(build.requires),
-                "env": dict(build.env),
-                "source": build.source,
-            },
-            "notes": list(self.notes),
-            "source": self.source,
-        }
 
 
 def parse_extensions(texts: Sequence[str], *, option: str = "--with") -> tuple[ExtensionRequest, ...]:

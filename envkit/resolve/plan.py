@@ -19,7 +19,7 @@ from envkit.knowledge import variant_cuda
 from envkit.knowledge.vendors import rocm_version
 from envkit.resolve.available import Available
 from envkit.resolve.channels import ChannelIndex
-from envkit.resolve.extensions import ExtensionPick, ExtensionRequest
+from envkit.resolve.ext_pick import ExtensionPick, ExtensionRequest
 from envkit.resolve.target import Target
 from envkit.versions import Version, parse_spec
 

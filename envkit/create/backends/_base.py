@@ -14,7 +14,7 @@ from envkit._serial import StrEnum
 from envkit.errors import EnvkitError
 from envkit.redact import MASK, redact
 from envkit.resolve import Plan
-from envkit.resolve.extensions import ExtensionPick
+from envkit.resolve.ext_pick import ExtensionPick
 
 if TYPE_CHECKING:
     from envkit.system import System
