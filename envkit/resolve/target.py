@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Final, Optional, Union
 
 from envkit.errors import InputError
 from envkit.knowledge import PLATFORMS, Knowledge
+from envkit.knowledge.vendors import normalize_gfx
 from envkit.versions import ComputeCapability, NvVersion, Version, parse_compute_capability, parse_version
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ __all__ = [
     "jetson_gpus",
     "parse_any_gpu",
     "parse_gpu",
+    "parse_vendor_gpu",
     "target_from_facts",
     "target_from_flags",
     "this_platform",
@@ -141,8 +143,6 @@ def parse_any_gpu(text: str, knowledge: Knowledge) -> Union[GpuTarget, AccelTarg
     """``--gpu``: an NVIDIA compute capability (``sm_90``, ``8.6``) or model (``"RTX 5090"``), an AMD
     gfx target (``gfx942``) or model (``MI300X``), an Intel model or XPU family (``"Arc B580"``,
     ``bmg``). An unknown name is an input error naming the nearest known ones."""
-    from envkit.resolve.vendors import parse_vendor_gpu
-
     if text.strip().lower().startswith("gfx"):
         accel = parse_vendor_gpu(text, knowledge)
         if accel is not None:
@@ -174,6 +174,25 @@ def parse_any_gpu(text: str, knowledge: Knowledge) -> Union[GpuTarget, AccelTarg
         hint="give the compute capability, e.g. --gpu 8.9 (developer.nvidia.com/cuda-gpus), or the "
         "AMD gfx target, e.g. --gpu gfx1100 (rocminfo | grep gfx)",
     )
+
+
+def parse_vendor_gpu(text: str, k: Knowledge) -> Optional[AccelTarget]:
+    """``--gpu gfx942`` / ``MI300X`` / ``"Arc B580"`` / ``bmg`` as an AMD or Intel GPU; None when it
+    names none (the caller tries NVIDIA's and says what is nearest)."""
+    value = text.strip()
+    gfx = normalize_gfx(value) if value.lower().startswith("gfx") else None
+    vendors = k.vendors
+    if gfx is not None:
+        # Any well-formed target, known or not: one no wheel carries is "no build" (exit 3, with
+        # what would run), not a bad flag.
+        return AccelTarget("amd", gfx)
+    amd = vendors.amd_named(value)
+    if amd is not None:
+        return AccelTarget("amd", amd.gfx, value)
+    family = vendors.intel_family(value.lower()) or vendors.intel_named(value)
+    if family is not None:
+        return AccelTarget("intel", family.family, value)
+    return None
 
 
 def _known_ccs(knowledge: Knowledge) -> set[ComputeCapability]:

@@ -18,8 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from envkit.knowledge import variant_cuda
-from envkit.knowledge.vendors import normalize_gfx, rocm_version
-from envkit.resolve.target import AccelTarget
+from envkit.knowledge.vendors import rocm_version
 from envkit.versions import Version
 
 if TYPE_CHECKING:
@@ -31,7 +30,6 @@ __all__ = [
     "gpu_vendor",
     "kmd_risk",
     "nightly_gfx",
-    "parse_vendor_gpu",
     "plan_warnings",
     "unusable_note",
     "variant_rank",
@@ -60,25 +58,6 @@ def gpu_vendor(variant: str) -> Optional[str]:
 def variant_rank(variant: str) -> Version:
     """The order of a release's variants of one kind: the CUDA or ROCm version; 0 for the rest."""
     return variant_cuda(variant) or rocm_version(variant) or Version("0")
-
-
-def parse_vendor_gpu(text: str, k: Knowledge) -> Optional[AccelTarget]:
-    """``--gpu gfx942`` / ``MI300X`` / ``"Arc B580"`` / ``bmg`` as an AMD or Intel GPU; None when it
-    names none (the caller tries NVIDIA's and says what is nearest)."""
-    value = text.strip()
-    gfx = normalize_gfx(value) if value.lower().startswith("gfx") else None
-    vendors = k.vendors
-    if gfx is not None:
-        # Any well-formed target, known or not: one no wheel carries is "no build" (exit 3, with
-        # what would run), not a bad flag.
-        return AccelTarget("amd", gfx)
-    amd = vendors.amd_named(value)
-    if amd is not None:
-        return AccelTarget("amd", amd.gfx, value)
-    family = vendors.intel_family(value.lower()) or vendors.intel_named(value)
-    if family is not None:
-        return AccelTarget("intel", family.family, value)
-    return None
 
 
 def _gfx_list(k: Knowledge, release: Release, variant: str) -> Optional[tuple[str, ...]]:
