@@ -13,7 +13,7 @@ from envkit._serial import StrEnum
 from envkit.knowledge._table import KnowledgeError, Row, read_table, table_rows
 from envkit.versions import NvVersion, Version
 
-__all__ = ["BaseImage", "ImageKind", "OsImage", "load_images", "load_os_images", "read_images"]
+__all__ = ["BaseImage", "ImageKind", "OsImage", "load_os_images", "read_images"]
 
 # registry/name:tag, no digest: what a FROM line and Apptainer's "From:" take.
 _REF_RE: Final = re.compile(r"^[a-z0-9][a-z0-9._/-]*:[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -135,10 +135,3 @@ def read_images() -> tuple[BaseImage, ...]:
     if len(set(refs)) != len(refs):
         raise KnowledgeError("containers.toml: an image is listed twice")
     return images
-
-
-def load_images() -> tuple[BaseImage, ...]:
-    """The knowledge base's images (load_knowledge's cache)."""
-    from envkit.knowledge import load_knowledge  # the package imports this module
-
-    return load_knowledge().images

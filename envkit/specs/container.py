@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final, Optional, Union
 
 from envkit.errors import InputError
-from envkit.knowledge.containers import BaseImage, ImageKind, OsImage, load_images, load_os_images
+from envkit.knowledge import load_knowledge
+from envkit.knowledge.containers import BaseImage, ImageKind, OsImage, load_os_images
 from envkit.resolve import rules
 from envkit.specs.pip import comment, header
 from envkit.versions import NvVersion, Version
@@ -144,7 +145,7 @@ def choose_image(
 ) -> BaseImage:
     """The base image for ``plan`` (see the module's doc); InputError listing what there is when
     no row fits, never a made-up tag."""
-    rows = list(load_images() if images is None else images)
+    rows = list(load_knowledge().images if images is None else images)
     if plan.cuda is None:
         raise InputError(
             f"--format docker/apptainer: the plan is a {plan.variant} build; containers.toml has "

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from envkit.knowledge import KnowledgeError
+from envkit.knowledge import KnowledgeError, load_knowledge
 from envkit.knowledge._table import Row, table_rows
-from envkit.knowledge.containers import _REF_RE, ImageKind, _image, load_images
+from envkit.knowledge.containers import _REF_RE, ImageKind, _image
 from envkit.versions import NvVersion
 
 NGC = {
@@ -31,7 +31,7 @@ def _row(**fields: Any) -> Row:
 
 
 def test_every_row_parses_cites_a_source_and_has_a_well_formed_ref() -> None:
-    images = load_images()
+    images = load_knowledge().images
     by_kind = {kind: [i for i in images if i.kind is kind] for kind in ImageKind}
     assert len(by_kind[ImageKind.CUDA_RUNTIME]) >= 18 and len(by_kind[ImageKind.PYTORCH]) >= 11
     assert by_kind[ImageKind.NGC]
@@ -61,7 +61,7 @@ def test_cuda_runtime_rows_agree_with_their_tag() -> None:
         "ubuntu24.04": ("noble", "3.12"),
     }
     tag = re.compile(r"^nvidia/cuda:(\d+\.\d+\.\d+)-(?:cudnn\d*-)?runtime-(ubuntu\d+\.\d+)$")
-    for image in load_images():
+    for image in load_knowledge().images:
         if image.kind is not ImageKind.CUDA_RUNTIME:
             continue
         m = tag.match(image.ref)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from envkit.errors import InputError
-from envkit.knowledge import KnowledgeError
+from envkit.knowledge import KnowledgeError, load_knowledge
 from envkit.knowledge._table import Row
-from envkit.knowledge.containers import _image, load_images
+from envkit.knowledge.containers import _image
 from envkit.specs.pip import GENERATED_MARK
 from envkit.specs.render import FORMATS, render_specs
 from envkit.specs.template import load_template
@@ -15,7 +15,7 @@ from tests.unit.specs.test_specs import plan
 
 
 def test_every_image_row_cites_a_source_and_parses() -> None:
-    images = load_images()
+    images = load_knowledge().images
     assert images and all(i.source for i in images)
     with pytest.raises(KnowledgeError, match="field 'ref'"):
         _image(Row("containers.toml", "image", 0, {"ref": "not a ref", "kind": "pytorch", "source": "x"}))
