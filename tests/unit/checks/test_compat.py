@@ -224,6 +224,18 @@ def test_driver_that_runs_current_torch_passes_with_a_note() -> None:
     assert "the newest torch it runs is 2.14.1+cu126" in result.detail
 
 
+def test_a_gpu_no_current_torch_has_is_not_said_to_run_it() -> None:
+    """A Tesla K80 on R470 (its last branch): the driver is right for the GPU, but no current build
+    has sm_37, so the summary says so instead of 'runs current torch (2.13-2.15)' (it said that on a
+    pasted K80 report, pytorch-manylinux-binaries#13)."""
+    facts = machine("470.256.02", "Tesla K80", (3, 7), "2.7.1+cu118", "11.8")
+    result = check_driver_support(facts)
+    assert result.status is Status.PASS
+    assert "runs current torch" not in result.summary
+    assert "no current torch" in result.summary and "runs on them" in result.summary
+    assert "whatever the driver" in result.detail
+
+
 def test_no_driver_is_skipped() -> None:
     assert check_driver_support(Facts()).status is Status.SKIP
 
