@@ -315,29 +315,68 @@ def _stop_groups(pids: Sequence[int], grace: float = TERM_GRACE_S) -> None:
         _kill_group(pid, signal.SIGTERM)
     end = time.monotonic() + grace
     while time.monotonic() < end:
-        if not any(_group_alive(pid) for pid in pids):
+        if not _alive_groups(pids):
             return
         time.sleep(0.02)
     for pid in pids:
         _kill_group(pid, signal.SIGKILL)
     # SIGKILL is delivered asynchronously: wait (briefly) until the groups are really gone.
     end = time.monotonic() + grace
-    while time.monotonic() < end and any(_group_alive(pid) for pid in pids):
+    while time.monotonic() < end and _alive_groups(pids):
         time.sleep(0.01)
 
 
-def _group_alive(pgid: int) -> bool:
-    with _LOCK:
-        proc = _LIVE.get(pgid)
-    if proc is not None:
-        # Reap the leader if it ended: an unreaped zombie still answers killpg(0).
-        with contextlib.suppress(Exception):
-            proc.poll()
+def _alive_groups(pgids: Sequence[int]) -> set[int]:
+    """The groups of ``pgids`` in which a process still runs.
+
+    A group whose processes have all ended may still answer killpg(0) for a while: a grandchild
+    whose parent died first is a zombie until the system's init reaps it, and an init that reaps
+    slowly (this machine kind's: ~1 s) or never (envkit itself as a container's PID 1) kept every
+    cancelled detector waiting out the grace period twice. A zombie holds no pipe, file or device,
+    so a group of zombies counts as gone. Linux: each process's state and group are fields 3 and 5
+    of /proc/PID/stat (proc(5)); without /proc, or where no member is listed there (another PID
+    namespace), killpg's answer stands."""
+    alive = set()
+    for pgid in pgids:
+        with _LOCK:
+            proc = _LIVE.get(pgid)
+        if proc is not None:
+            # Reap the leader if it ended: an unreaped zombie still answers killpg(0).
+            with contextlib.suppress(Exception):
+                proc.poll()
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            continue
+        alive.add(pgid)
+    if alive:
+        members = _group_states()
+        if members is not None:
+            alive = {g for g in alive if g not in members or members[g]}
+    return alive
+
+
+def _group_states() -> Optional[dict[int, bool]]:
+    """Each process group listed in /proc, and whether one of its processes is more than a zombie
+    (None without /proc)."""
     try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    groups: dict[int, bool] = {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+            # The command name (field 2) is in parentheses and may hold spaces or ")".
+            state, _ppid, pgrp = stat[stat.rindex(b")") + 2 :].split()[:3]
+            group = int(pgrp)
+        except (OSError, ValueError):
+            continue  # it ended while we looked
+        groups[group] = groups.get(group, False) or state not in (b"Z", b"X")
+    return groups
 
 
 # ---- running one child --------------------------------------------------------------------------

@@ -265,6 +265,34 @@ def test_a_cancelled_scope_stops_its_children_and_starts_no_more() -> None:
     assert box["second"].returncode is None
 
 
+ZOMBIE_GROUP = """
+import ctypes, os, signal, subprocess, time
+from envkit import _proc
+assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+group = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; wait"], stdout=subprocess.PIPE, start_new_session=True)
+grandchild = int(group.stdout.readline())
+print(_proc._alive_groups([group.pid]) == {group.pid})
+os.killpg(group.pid, signal.SIGKILL)
+group.wait()
+while open(f"/proc/{grandchild}/stat").read().rsplit(") ", 1)[1][0] != "Z":
+    time.sleep(0.01)
+os.killpg(group.pid, 0)  # the zombie still answers
+print(_proc._alive_groups([group.pid]) == set())
+os.waitpid(grandchild, 0)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper and /proc are Linux's")
+def test_a_group_left_with_only_zombies_counts_as_gone() -> None:
+    # A grandchild whose parent died first is a zombie until init reaps it: this machine kind's init
+    # took ~1 s, and envkit as a container's PID 1 never does. killpg(0) still answers for it, so each
+    # cancelled detector waited out SIGTERM's grace and SIGKILL's (1 s) for nothing. Here a subreaper
+    # that never reaps (prctl PR_SET_CHILD_SUBREAPER, in a process of its own) plays that init.
+    result = run([PY, "-c", ZOMBIE_GROUP], timeout=60)
+    assert result.ok, result.stderr
+    assert result.stdout.split() == ["True", "True"]
+
+
 def test_a_child_starts_with_sigint_and_sigterm_unblocked() -> None:
     # The start is guarded against Ctrl-C/SIGTERM (deferred until the child is registered), but a
     # blocked signal mask would be inherited through fork and exec: such a child could not be asked
