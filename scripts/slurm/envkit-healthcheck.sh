@@ -144,12 +144,14 @@ timeout --kill-after="$ENVKIT_KILL_AFTER" "$budget" \
 pid=$!
 deadline=$((SECONDS + budget + ENVKIT_KILL_AFTER + 2))
 stuck=0
+nap=0.01 # a quick envkit (exit 2 on a bad config) is not kept waiting a whole 0.1 s
 while kill -0 "$pid" 2>/dev/null; do
   if [ "$SECONDS" -ge "$deadline" ]; then
     stuck=1
     break
   fi
-  sleep 0.1
+  sleep "$nap"
+  case $nap in 0.01) nap=0.03 ;; *) nap=0.1 ;; esac
 done
 if [ "$stuck" -eq 1 ]; then
   rc=124
