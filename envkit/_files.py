@@ -260,7 +260,14 @@ def _yaml_loader() -> Any:
     class NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc]
         """SafeLoader without aliases: ``*name`` repeats a node without copying it, so nine lines of
         aliases expand to 10^9 list items when constructed (the "billion laughs" attack; PyYAML
-        issue https://github.com/yaml/pyyaml/issues/211). conda environment files never need them."""
+        issue https://github.com/yaml/pyyaml/issues/211). conda environment files never need them.
+
+        It stops past MAX_NESTING levels too, as it composes: PyYAML's scanner does work per open
+        flow level for each token, so 100,000 "[" took 1.6 s before Python's recursion limit ended it
+        (_clean refuses anything this deep anyway: a node deeper than MAX_NESTING + 1 has a list or
+        mapping at depth MAX_NESTING above it)."""
+
+        depth = 0
 
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
@@ -271,7 +278,13 @@ def _yaml_loader() -> Any:
                     f"found an alias (*{event.anchor}); envkit does not read YAML aliases",
                     event.start_mark,
                 )
-            return super().compose_node(parent, index)
+            if self.depth > MAX_NESTING:
+                raise RecursionError  # parse_yaml's "nested more than" error
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
 
     return yaml, NoAliasLoader
 

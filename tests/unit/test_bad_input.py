@@ -212,6 +212,11 @@ def test_nesting_just_under_the_cap_is_read_and_over_it_is_not() -> None:
         parse_json("[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1), "f")
     with pytest.raises(InputError, match="nested more than"):
         parse_toml("a = " + "[" * (MAX_NESTING + 1) + "]" * (MAX_NESTING + 1), "f")
+    # YAML: flow and block levels alike (the loader stops composing past the cap, _clean decides).
+    for deepest in ("[" * MAX_NESTING + "]" * MAX_NESTING, "- " * MAX_NESTING + "x"):
+        assert parse_yaml(deepest, "f") is not None
+        with pytest.raises(InputError, match="nested more than"):
+            parse_yaml(f"a: {deepest}" if deepest[0] == "[" else f"- {deepest}", "f")
 
 
 def test_thousand_digit_versions_are_not_versions(tmp_path: Path) -> None:
