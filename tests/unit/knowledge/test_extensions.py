@@ -123,3 +123,21 @@ def test_a_bad_file_or_release_is_refused() -> None:
         _release("x.toml", 0, pypi)
     with pytest.raises(KnowledgeError, match="field 'requires_torch'"):
         _release("x.toml", 0, {"version": "1.0", "source": "https://x", "requires_torch": "=>2"})
+
+
+def test_pyg_lib_wheels_follow_its_build_matrix() -> None:
+    # pyg-team/pyg-lib:.github/workflows/utils/full_matrix_{linux,windows,macos}.json@26a2d1a06a47
+    # (0.8.0): torch 2.13/2.12 with cpu cu126 cu130 cu132, 2.11/2.10 with cpu cu126 cu128 cu130; Linux
+    # on x86_64 and aarch64, Windows, macOS (cpu, version +ptXY). The rows once named every table 2.13.
+    release = load_extensions()["pyg-lib"].release(V("0.8.0"))
+    assert release is not None
+    pairs = {
+        (f"{t.major}.{t.minor}", c, p)
+        for w in release.wheels
+        for t in w.torch
+        for c in w.cuda
+        for p in w.platforms
+    }
+    assert {t for t, _c, _p in pairs} == {"2.10", "2.11", "2.12", "2.13"}
+    assert ("2.12", "cu132", "linux-aarch64") in pairs and ("2.11", "cu128", "windows-x86_64") in pairs
+    assert ("2.12", "cu128", "linux-x86_64") not in pairs and ("2.10", "cpu", "macos-arm64") in pairs

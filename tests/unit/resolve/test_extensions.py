@@ -171,3 +171,14 @@ def test_specs_carry_the_extensions_after_torch() -> None:
     uv = tomllib.loads(render_specs(pyg, template, "uv")["pyproject.toml"])
     assert uv["tool"]["uv"]["find-links"] == ["https://data.pyg.org/whl/torch-2.8.0+cu126.html"]
     assert "torch-scatter==2.1.2+pt28cu126" in uv["project"]["dependencies"]
+
+
+def test_pyg_lib_for_an_older_torch_minor_and_on_a_mac() -> None:
+    # pyg-lib 0.8.0 has wheels for torch 2.10-2.13 (full_matrix_*.json@26a2d1a06a47), macOS's without
+    # a variant in the version (_build_macos.yml: X+ptXY on the torch-X.Y.0+cpu page).
+    (pick,) = resolve(K, target(), with_("pyg-lib", torch="==2.12.*")).extensions
+    assert pick.requirement == "pyg-lib==0.8.0+pt212cu126"
+    mac = Target(platform="macos-arm64", driver=None, gpus=(), python=Version("3.12"))
+    (pick,) = resolve(K, mac, with_("pyg-lib")).extensions
+    assert pick.requirement == "pyg-lib==0.8.0+pt213"
+    assert pick.index == "https://data.pyg.org/whl/torch-2.13.0+cpu.html"
