@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Final, Optional
 
+from envkit.detect.nvml_library import LIBRARY_NOT_FOUND, nvml_may_load
 from envkit.detect.nvml_worker import GPU_FIELDS, NvmlError, PynvmlApi, record_nvml
 from envkit.facts import GpuFacts
 from envkit.versions import ComputeCapability, NvVersion, Version, cuda_from_int
@@ -256,9 +257,14 @@ def load_pynvml() -> NvmlApi:
 
 def ask_nvml(system: System) -> NvmlReading:
     """What NVML says on ``system``: its own NVML seam when it has one (a recording), else the
-    real NVML asked by ``nvml_worker.py`` in a child process, within the deadline's share."""
+    real NVML asked by ``nvml_worker.py`` in a child process, within the deadline's share; where
+    no driver is loaded and the loader could find no NVML library, the record the worker would
+    print ("LibraryNotFound"), without starting it (envkit.detect.nvml_library)."""
     if system.nvml is not None:
         return read_nvml(system.nvml)
+    if not nvml_may_load(system.env):
+        error, message = LIBRARY_NOT_FOUND
+        return read_nvml(lambda: RecordedNvml({"init_error": error, "message": message}))
     left = system.remaining()
     wanted = NVML_TIMEOUT_S if left is None else min(NVML_TIMEOUT_S, left * NVML_SHARE)
     marker = f"@@envkit-nvml-{secrets.token_hex(8)}@@"
