@@ -54,6 +54,7 @@ KINDS: Final = ("compiled", "pinned", "ctypes", "jit", "pure")
 # "sdist": a source distribution that installs without compiling anything (DeepSpeed: its ops compile
 # at run time), so it needs no --allow-build.
 WHERE: Final = ("pypi", "url", "find-links", "index", "sdist")
+_BACKENDS: Final = ("cuda", "rocm", "cpu")
 _PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64", "macos-arm64", "macos-x86_64")
 _VARIANT_RE: Final = re.compile(r"^(?:cpu|cu\d{2,3}|cu\d{2}\*|rocm\d+(?:\.\d+)*)$")
 _SHA256_RE: Final = re.compile(r"^[0-9a-f]{64}$")
@@ -168,6 +169,14 @@ class BuildNeeds:
     env: tuple[tuple[str, str], ...]  # variables the build is given
     config_settings: tuple[str, ...]  # pip --config-settings values (apex's --cpp_ext --cuda_ext)
     source: str
+    # The torch builds a source build works with ("cuda", "rocm", "cpu"); empty: any. flash-attn
+    # compiles CUDA or HIP kernels only: against a CPU torch (macOS, --no-gpu) its setup.py fails.
+    backends: tuple[str, ...] = ()
+
+    def builds_for(self, variant: str) -> bool:
+        """Whether a source build works against a torch build of ``variant`` (cu126, rocm6.2, cpu)."""
+        backend = "cuda" if variant.startswith("cu") else "rocm" if variant.startswith("rocm") else "cpu"
+        return not self.backends or backend in self.backends
 
 
 @dataclass(frozen=True)
@@ -335,6 +344,9 @@ def _build(row: Row) -> BuildNeeds:
     env = row.raw("env", dict, True) or {}
     if not all(isinstance(v, str) for v in env.values()):
         raise row.fail("env", "a table of strings")
+    backends = _strings(row, "backends")
+    if any(b not in _BACKENDS for b in backends):
+        raise row.fail("backends", f"a list among {', '.join(_BACKENDS)}")
     return BuildNeeds(
         requirement=row.text("requirement"),
         no_build_isolation=row.boolean("no_build_isolation", False),
@@ -349,6 +361,7 @@ def _build(row: Row) -> BuildNeeds:
         env=tuple(sorted(env.items())),
         config_settings=_strings(row, "config_settings"),
         source=row.source(),
+        backends=backends,
     )
 
 

@@ -806,6 +806,11 @@ def _ways_out(
         ways.append(ext_rule.way_out(only["extension"].name, target, request))
     if "arch" in only and not ways:
         ways.append(WayOut("arch", "no wheel of the requested releases has code for these GPUs"))
-    if request.cuda.kind is not CudaKind.CPU and target.has_gpu and "cuda" not in only:
+    if (
+        request.cuda.kind is not CudaKind.CPU
+        and target.has_gpu
+        and "cuda" not in only
+        and ext_rule.run_on_cpu(request)
+    ):
         ways.append(WayOut("cpu", "--cuda cpu for a CPU-only build", value="cpu"))
     return tuple(ways)

@@ -132,7 +132,8 @@ def _pick(
             )
             continue
         return _wheel_pick(ext, found), ""
-    if allow_build and ext.build is not None:
+    buildable = ext.build is not None and ext.build.builds_for(build.variant)
+    if allow_build and buildable:
         for release in releases:
             if release.requires_torch is None or release.requires_torch.contains(
                 build.torch, prereleases=True
@@ -145,8 +146,11 @@ def _pick(
     reason = why_not(ext, telling, build)
     if len(releases) > 1:
         reason += f", nor has an older {request}"
-    if ext.build is not None and not allow_build:
+    if buildable and not allow_build:
         reason += "; --allow-build compiles it"
+    elif ext.build is not None and not buildable:
+        names = " or ".join({"cuda": "CUDA", "rocm": "ROCm", "cpu": "CPU"}[b] for b in ext.build.backends)
+        reason += f"; its source build needs a {names} build of torch"
     return None, reason
 
 
@@ -307,20 +311,34 @@ def with_extensions(plan: Plan, release: Release, variant: str, request: Request
     )
 
 
-def _buildable(target: Target, request: Request) -> list[str]:
-    """The extensions asked for that a source build could give: a build recipe, and GPUs it supports."""
+def _buildable(target: Target, request: Request, variant: str) -> list[str]:
+    """The extensions asked for that a source build could give: a build recipe that works against
+    torch's ``variant``, and GPUs it supports."""
     found = []
     for r in request.extensions:
         ext = load_extensions()[r.name]
-        if ext.build is not None and _gpu_failure(ext, target.gpus) is None:
+        build = ext.build
+        if build is not None and build.builds_for(variant) and _gpu_failure(ext, target.gpus) is None:
             found.append(r.name)
     return found
+
+
+def run_on_cpu(request: Request) -> bool:
+    """Whether every extension asked for could be had with a CPU build of torch: a wheel set for
+    CPU builds (or for any build), or a source build that works against one. flash-attn, vllm and
+    xformers have neither: ``--cuda cpu`` is then no way out."""
+    for r in request.extensions:
+        ext = load_extensions()[r.name]
+        wheels = any(not w.cuda or "cpu" in w.cuda for rel in _in_range(ext, r.spec) for w in rel.wheels)
+        if not wheels and not (ext.build is not None and ext.build.builds_for("cpu") and request.allow_build):
+            return False
+    return True
 
 
 def way_out(candidate: str, target: Target, request: Request) -> WayOut:
     from envkit.errors import WayOut
 
-    buildable = _buildable(target, request)
+    buildable = _buildable(target, request, candidate.partition("+")[2])
     if buildable and not request.allow_build:
         text = f"--allow-build (builds {', '.join(buildable)} from source for torch {candidate})"
         return WayOut(RULE, text, candidate=candidate, value="--allow-build")
@@ -365,7 +383,7 @@ def conflict(summary: str, machine: Sequence[tuple[Release, str]], target: Targe
         spans = "; ".join(f"{r} fits torch {_torch_span(accepted[r.name])}" for r in request.extensions)
         parts.append(f"{spans}: no torch build has wheels for all of them")
     ways = []
-    buildable = _buildable(target, request)
+    buildable = _buildable(target, request, newest[1])
     if buildable and not request.allow_build:
         ways.append(f"--allow-build to compile {', '.join(buildable)}")
     blamed = alone or list(request.extensions)

@@ -182,3 +182,23 @@ def test_pyg_lib_for_an_older_torch_minor_and_on_a_mac() -> None:
     (pick,) = resolve(K, mac, with_("pyg-lib")).extensions
     assert pick.requirement == "pyg-lib==0.8.0+pt213"
     assert pick.index == "https://data.pyg.org/whl/torch-2.13.0+cpu.html"
+
+
+def test_no_source_build_of_flash_attn_against_a_cpu_torch() -> None:
+    # flash-attn's setup.py compiles CUDA (nvcc) or HIP kernels only (BUILD_TARGET cuda | rocm,
+    # Dao-AILab/flash-attention:setup.py@a8aa52b1ab3e): on a Mac or --no-gpu there is no build to plan,
+    # and neither --allow-build nor --cuda cpu is a way out.
+    mac = Target(platform="macos-arm64", driver=None, gpus=(), python=Version("3.12"))
+    with pytest.raises(NoBuildError) as caught:
+        resolve(K, mac, with_("flash-attn", allow_build=True))
+    assert "its source build needs a CUDA or ROCm build of torch" in caught.value.message
+    assert "--allow-build" not in caught.value.message + caught.value.hint
+    gh200 = Target(
+        platform="linux-aarch64",
+        driver=NvVersion("560.35.03"),
+        gpus=(GpuTarget(ComputeCapability(9, 0)),),
+        python=Version("3.12"),
+    )
+    with pytest.raises(NoBuildError) as caught:
+        resolve(K, gh200, with_("flash-attn"))
+    assert "--allow-build" in caught.value.hint and "--cuda cpu" not in caught.value.hint
