@@ -238,7 +238,7 @@ def _xpu_arch(facts: Facts, name: str) -> CheckResult:
         if family is None:
             findings.append(f"{label}: not a GPU torch's XPU build supports")
         elif torch.version is not None and Version(torch.version.public) < family.first_torch:
-            findings.append(f"{label}: {family.model} is validated from torch {family.first_torch} on")
+            findings.append(f"{label}: {family.model} is supported from torch {family.first_torch} on")
     if not facts.intel.gpus:
         return CheckResult(cid, Status.SKIP, "no Intel GPU on the machine")
     if findings:

@@ -7,7 +7,7 @@
 - ROCm's user/kernel-space support matrix: the wheel bundles its ROCm user space, which AMD tests
   against the kernel driver (KMD) of nearby ROCm releases. Outside the tested set the wheel may still
   run: a risk (a warning, and the resolver prefers a tested variant), not a failure.
-- An XPU wheel runs an Intel GPU of a family torch's XPU page lists as validated from that release on
+- An XPU wheel runs an Intel GPU of a family PyTorch or Intel names as supported from that release on
   (envkit/knowledge/intel.toml); an Intel GPU of no XPU family (UHD 630) runs none.
 
 Pure functions over the knowledge base, as envkit.resolve.rules.
@@ -86,7 +86,7 @@ def accel_failures(k: Knowledge, target: Target, release: Release, variant: str)
                 failures.append(("arch", f"{g.label} is not a GPU torch's XPU build supports"))
             elif release.torch < family.first_torch:
                 why = (
-                    f"{g.label}: {family.model} is validated from torch {family.first_torch} on "
+                    f"{g.label}: {family.model} is supported from torch {family.first_torch} on "
                     "(PyTorch's 'Getting Started on Intel GPU')"
                 )
                 failures.append(("arch", why))

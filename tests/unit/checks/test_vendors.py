@@ -145,9 +145,9 @@ def test_intel_level_zero_missing_fails() -> None:
 
 
 def test_xpu_torch_older_than_the_family_warns() -> None:
-    # Battlemage is validated from torch 2.7 on (intel.toml first_torch): 2.5's XPU build warns.
+    # Battlemage is supported from torch 2.6 on (intel.toml first_torch): 2.5's XPU build warns.
     old = Facts(python=PYTHON, intel=ARC, torch=torch("2.5.1+xpu"))
     result = check_gfx_arch(old)
-    assert result.status is Status.WARN and "2.7" in result.summary
-    new = dataclasses.replace(old, torch=torch("2.7.0+xpu"))
+    assert result.status is Status.WARN and "2.6" in result.summary
+    new = dataclasses.replace(old, torch=torch("2.6.0+xpu"))
     assert check_gfx_arch(new).status is Status.PASS

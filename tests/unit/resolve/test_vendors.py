@@ -7,6 +7,7 @@ import pytest
 from envkit.errors import InputError, NoBuildError
 from envkit.knowledge import load_knowledge
 from envkit.resolve import Channel, Plan, Request, parse_cuda_request, resolve
+from envkit.resolve.plan import parse_torch_spec
 from envkit.resolve.target import AccelTarget, GpuTarget, Target, parse_any_gpu, target_from_flags
 from envkit.versions import NvVersion, Version
 
@@ -110,6 +111,22 @@ def test_arc_b580_gets_an_xpu_wheel_and_its_driver_requirement() -> None:
     assert any("Level Zero" in w for w in p.warnings)
     assert p.to_json()["gpu_vendor"] == "intel"
     assert name(plan(flags("Arc B580"), cuda="xpu")) == name(p)
+
+
+def test_xpu_families_run_from_the_release_pytorch_and_intel_name() -> None:
+    # PyTorch 2.5 ("Intel Client GPUs", Intel's 2.5 post: Arc discrete graphics) runs the Arc A-Series;
+    # 2.6 added Arc B-Series and Core Ultra Series 2 (Lunar / Arrow Lake) (Intel's 2.6 release post).
+    # They were said to start at 2.7 (the oldest page envkit had read), so --torch 2.5.1 on an A770
+    # and --torch 2.6.0 on a B580 were 'no build'.
+    def pinned(gpu: str, torch: str) -> Plan:
+        request = Request(cuda=parse_cuda_request("auto"), channel=Channel("pip"), torch=parse_torch_spec(torch))
+        return resolve(K, flags(gpu), request)
+
+    assert name(pinned("Arc A770", "==2.5.1")) == "2.5.1+xpu"
+    assert name(pinned("Arc B580", "==2.6.0")) == "2.6.0+xpu"
+    assert name(pinned("Lunar Lake", "==2.6.0")) == "2.6.0+xpu"
+    with pytest.raises(NoBuildError):
+        pinned("Arc B580", "==2.5.1")
 
 
 def test_no_xpu_wheel_for_macos() -> None:
