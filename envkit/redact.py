@@ -41,7 +41,11 @@ _SECRET_NAME_RE: Final = re.compile(
 _USERINFO_RE: Final = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s'\"<>]*@")
 # An anaconda.org channel token in a URL's path: https://conda.anaconda.org/t/<token>/channel
 # (conda's channel URLs; conda-lock reads it as a token to hide too, conda_lock/models/channel.py).
-_CONDA_TOKEN_RE: Final = re.compile(r"(://[^\s/'\"<>]+(?:/[^\s/'\"<>]+)*?/t/)[^\s/'\"<>]+")
+# Not a Discourse topic, /t/<slug>/<number> (NVIDIA's and PyTorch's forums, which envkit's hints link):
+# a channel name after a token is never all digits.
+_CONDA_TOKEN_RE: Final = re.compile(
+    r"(://[^\s/'\"<>]+(?:/[^\s/'\"<>]+)*?/t/)[^\s/'\"<>]+(?![^\s/'\"<>]|/\d+(?![\w-]))"
+)
 # NAME=value: an environment assignment (``HF_TOKEN=…``) or a query parameter (``?sig=…&``).
 _VARIABLE_RE: Final = re.compile(r"[A-Z][A-Z0-9_]*$")
 # A name may follow "-" (``--password=…``); it may not start inside another name.
