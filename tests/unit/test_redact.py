@@ -40,10 +40,16 @@ SECRET = "s3cret-t0ken"
         ("authorization: Basic YWxpY2U6czNjcmV0", "authorization: Basic ***"),
         ("nothing secret: torch==2.5.1+cu121 --index-url https://download.pytorch.org/whl/cu121", None),
         ("mail someone@example.com; 5 passed", None),
-        ("https://conda.anaconda.org/t/ab-12cd/private-chan/linux-64", "https://conda.anaconda.org/t/***/private-chan/linux-64"),
+        (
+            "https://conda.anaconda.org/t/ab-12cd/private-chan/linux-64",
+            "https://conda.anaconda.org/t/***/private-chan/linux-64",
+        ),
         # A Discourse topic (/t/<slug>/<id>: NVIDIA's and PyTorch's forums) holds no token: the Jetson
         # route's way out read 'forums.developer.nvidia.com/t/***/72048', a link nobody could follow.
-        ("see https://forums.developer.nvidia.com/t/pytorch-for-jetson-version-1-9-0-now-available/72048; or", None),
+        (
+            "see https://forums.developer.nvidia.com/t/pytorch-for-jetson-version-1-9-0-now-available/72048; or",
+            None,
+        ),
         ("https://discuss.pytorch.org/t/some-topic/12345/7?u=x", None),
     ],
 )

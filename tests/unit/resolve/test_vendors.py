@@ -119,7 +119,9 @@ def test_xpu_families_run_from_the_release_pytorch_and_intel_name() -> None:
     # They were said to start at 2.7 (the oldest page envkit had read), so --torch 2.5.1 on an A770
     # and --torch 2.6.0 on a B580 were 'no build'.
     def pinned(gpu: str, torch: str) -> Plan:
-        request = Request(cuda=parse_cuda_request("auto"), channel=Channel("pip"), torch=parse_torch_spec(torch))
+        request = Request(
+            cuda=parse_cuda_request("auto"), channel=Channel("pip"), torch=parse_torch_spec(torch)
+        )
         return resolve(K, flags(gpu), request)
 
     assert name(pinned("Arc A770", "==2.5.1")) == "2.5.1+xpu"
