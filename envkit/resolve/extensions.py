@@ -57,6 +57,29 @@ def parse_extensions(texts: Sequence[str], *, option: str = "--with") -> tuple[E
                 f"{option} {text!r}: not a package name with an optional version range"
             ) from None
         name = canonicalize_name(req.name)
+        if name in ("torch", "torchvision", "torchaudio"):
+            raise InputError(
+                f"{option} {text!r}: {name} is the build envkit resolves, not an extension",
+                hint="give its range with --torch (torchvision and torchaudio follow torch)",
+            )
+        # A URL, a marker or extras would be dropped without a word: the plan names its own wheel.
+        dropped = next(
+            (
+                w
+                for w, given in (
+                    ("a URL is", req.url),
+                    ("an environment marker is", req.marker),
+                    ("extras are", req.extras),
+                )
+                if given
+            ),
+            "",
+        )
+        if dropped:
+            raise InputError(
+                f"{option} {text!r}: {dropped} not taken here; give a name and a version range",
+                hint=f"--with '{req.name}{req.specifier}' (envkit picks the wheel that fits the torch build)",
+            )
         ext = known.get(name)
         if ext is None:
             near = difflib.get_close_matches(name, list(known), n=3, cutoff=0.5)

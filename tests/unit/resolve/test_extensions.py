@@ -106,6 +106,18 @@ def test_bad_with_values_are_input_errors() -> None:
         parse_extensions(["flash-attn==9.1"])
     with pytest.raises(InputError, match="given twice"):
         parse_extensions(["flash-attn", "flash_attn>=2"])
+    # A URL, a marker or extras were dropped without a word (the plan named another wheel).
+    for text, what in (
+        ("flash-attn @ https://example.invalid/f.whl", "a URL is"),
+        ('flash-attn==2.8.3; python_version > "3"', "an environment marker is"),
+        ("vllm[tensorizer]>=0.6", "extras are"),
+    ):
+        with pytest.raises(InputError, match=f"{what} not taken here") as caught:
+            parse_extensions([text])
+        assert caught.value.hint.startswith("--with '")
+    with pytest.raises(InputError, match="torch is the build envkit resolves") as caught:
+        parse_extensions(["torch==2.5"])
+    assert "--torch" in caught.value.hint
 
 
 def test_vllm_takes_the_torch_it_pins_and_its_pypi_build() -> None:
