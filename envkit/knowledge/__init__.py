@@ -591,6 +591,9 @@ def _cross_check(k: Knowledge) -> None:
     for tk in (*k.toolkits.values(), *k.toolkit_updates):
         if k.family(tk.cuda) is None:
             raise KnowledgeError(f"cuda.toml: CUDA {tk.cuda} has no [[family]] row for CUDA {tk.cuda.major}")
+    arch_rows: dict[tuple[str, str], list[ArchRow]] = {}  # (variant, platform) -> rows
+    for row in k.arch:
+        arch_rows.setdefault((row.variant, row.platform), []).append(row)
     for release in k.releases:
         for platform, variants in release.variants.items():
             for variant in variants:
@@ -604,7 +607,7 @@ def _cross_check(k: Knowledge) -> None:
                     raise KnowledgeError(f"{where}: cuda.toml has no [[family]] row for CUDA {cuda.major}")
                 if platform not in CUDA_PLATFORMS:
                     continue
-                rows = [a for a in k.arch if a.describes(release.torch, variant, platform)]
+                rows = [a for a in arch_rows.get((variant, platform), ()) if a.torch.contains(release.torch)]
                 if len(rows) != 1:
                     raise KnowledgeError(f"{where}: arch.toml has {len(rows)} rows for it, expected 1")
 
