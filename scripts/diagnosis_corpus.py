@@ -96,6 +96,7 @@ class Case:
     cut_after: Optional[str] = None  # a paste the thread shows cut short: nothing after this label
     kind: str = "collect_env"
     text: Optional[str] = None  # error and mixed cases: the excerpted text (cases/<slug>.txt)
+    held_out: bool = False  # gathered after the reader was written, by someone who did not write it
 
 
 class CaseError(ValueError):
@@ -121,6 +122,9 @@ def load_case(path: Path) -> Case:
         raise CaseError(f"{path.name}: `warnings` must be a list of strings")
     cause = expect.get("cause")
     kind = data.pop("kind", "collect_env")
+    held_out = data.pop("held_out", False)
+    if not isinstance(held_out, bool):
+        raise CaseError(f"{path.name}: `held_out` must be true or false")
     if kind not in KINDS:
         raise CaseError(f"{path.name}: `kind` must be one of {', '.join(KINDS)}")
     text = None
@@ -147,6 +151,7 @@ def load_case(path: Path) -> Case:
         cut_after=noise.get("cut_after") if isinstance(noise, dict) else None,
         kind=kind,
         text=text,
+        held_out=held_out,
     )
 
 

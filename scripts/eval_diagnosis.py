@@ -13,7 +13,9 @@ or an error-only / mixed case's own excerpted text) and given to the real CLI,
 It prints one table of the misses, a line per input kind (collect_env, error-only, mixed) and the
 closing line ``right cause N/M, cause ranked first N/M, false alarms K/H``; ``--json`` prints the same
 as JSON;
-``--case SLUG`` runs one case. The exit status is 0 whatever the figures (it measures, it does not gate);
+``--case SLUG`` runs one case, ``--held-out`` only the cases marked ``held_out = true`` (gathered by
+someone who did not write the reader, and run before any change made for them: a measure of
+generality). The exit status is 0 whatever the figures (it measures, it does not gate);
 2 for a usage error.
 """
 
@@ -170,6 +172,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
     parser.add_argument("--case", metavar="SLUG", help="run one case")
+    parser.add_argument(
+        "--held-out", action="store_true", help="run only the held-out cases (`held_out = true`)"
+    )
     args = parser.parse_args(argv)
     try:
         cases = corpus.load_cases()
@@ -181,6 +186,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not cases:
             print(f"eval_diagnosis.py: no case {args.case!r} in {corpus.CASES_DIR}", file=sys.stderr)
             return 2
+    if args.held_out:
+        cases = [c for c in cases if c.held_out]
     outcomes, figures = evaluate(cases)
     by_slug = {c.slug: c for c in cases}
     missed = misses(outcomes, by_slug)
