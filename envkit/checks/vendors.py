@@ -192,10 +192,30 @@ def _rocm_list(facts: Facts) -> tuple[Optional[tuple[str, ...]], str]:
     return (row.gfx, "of the official wheel") if row is not None else (None, "")
 
 
+def _hip_no_code(facts: Facts, kind: Optional[str]) -> Optional[CheckResult]:
+    """HIP's own "invalid device function" in an error text that names no AMD GPU: the ROCm build has
+    no code object for the GPU's gfx target; which target, rocminfo says."""
+    said = facts.errors.event("hip_no_code")
+    if said is None or kind in ("cuda", "xpu") or any(g.arch for g in facts.amd.gpus):
+        return None
+    return CheckResult(
+        "torch.gfx_arch",
+        Status.FAIL,
+        "HIP says the build has no code for this GPU ('invalid device function'): its gfx target is not "
+        "among the ROCm build's",
+        detail=join_lines(said.message, "the text names no GPU, so which gfx target is missing is not known"),
+        fix="rocminfo | grep -m1 -o 'gfx[0-9a-f]*'  (then envkit resolve --gpu gfxNNNN names a build that "
+        "has it; HSA_OVERRIDE_GFX_VERSION to a close supported target is AMD's unofficial stopgap)",
+    )
+
+
 def check_gfx_arch(facts: Facts) -> CheckResult:
     cid = "torch.gfx_arch"
     torch = facts.torch
     kind = torch_kind(torch)
+    said = _hip_no_code(facts, kind)
+    if said is not None:
+        return said
     if not torch.installed or kind not in ("rocm", "xpu"):
         return CheckResult(cid, Status.SKIP, "no ROCm or XPU build of torch to check")
     k = load_knowledge()

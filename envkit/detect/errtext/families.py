@@ -29,7 +29,8 @@ and the loader's (linker.py), each found where it is produced:
   utils/python_dispatch.cpp, when torch.library meets an op whose C++ library did not load) and
   torchvision's own "Couldn't load custom C++ ops" (torchvision/extension.py).
 - CUDA runtime errors by their cudaGetErrorString text: "no kernel image is available for execution
-  on the device" (cudaErrorNoKernelImageForDevice, 209), "the provided PTX was compiled with an
+  on the device" (cudaErrorNoKernelImageForDevice, 209), "invalid device function" (98, CUDA's and
+  HIP's alike: no code for the GPU's architecture), "the provided PTX was compiled with an
   unsupported toolchain" (cudaErrorUnsupportedPtxVersion, 222).
 """
 
@@ -260,6 +261,14 @@ _EVENTS: Final = (
         "torchvision",
     ),
     ("no_kernel_image", r"no kernel image is available for execution on the device", "209"),
+    # cudaErrorInvalidDeviceFunction (98), "invalid device function": a kernel with no code for this
+    # GPU's architecture, as CUDA said it before 209 existed (torch's "CUDA error: …").
+    ("no_kernel_image", r"CUDA error: invalid device function", "98"),
+    # ROCm's hipErrorInvalidDeviceFunction (98, hipGetErrorString "invalid device function";
+    # ROCm/clr hipamd/src/hip_error.cpp), as torch's hipified C10_CUDA_CHECK prints it ("HIP error: …",
+    # c10/hip from c10/cuda/CUDAException.cpp) and as AMD_LOG_LEVEL logs name it: the build has no
+    # code object for the GPU's gfx target (pytorch/pytorch#132570: no gfx1010 in libtorch_hip.so).
+    ("hip_no_code", r"HIP error: invalid device function|hipErrorInvalidDeviceFunction", "98"),
     ("ptx_toolchain", r"the provided PTX was compiled with an unsupported toolchain", "222"),
 )
 _EVENT_RES: Final = tuple((family, re.compile(pattern), code) for family, pattern, code in _EVENTS)
@@ -269,6 +278,9 @@ _KEYWORDS: Final = (
     "libcuda",
     "-lcuda",
     "does not exist",
+    "No such operator",
+    "device function",
+    "InvalidDeviceFunction",
     "custom C++ ops",
     "kernel image",
     "PTX",

