@@ -52,6 +52,11 @@ def is_torch_side(failure: LoadFailure) -> bool:
         return failure.provider in _TORCH_FAMILIES or failure.provider in (None, "torch")
     if failure.package is not None:
         return False
+    if failure.kind == "cannot_open" and failure.provider == "torch":
+        # torch's own libraries find libc10.so / libtorch*.so beside them through their $ORIGIN
+        # RUNPATH; a module that cannot is one linked against torch and loaded without it (imported
+        # before torch, or built against a torch elsewhere): an extension's failure.
+        return False
     name = os.path.basename(failure.file)
     return (
         name.startswith(("libtorch", "libc10", "libcu", "libnv", "libnccl")) and failure.kind != "built_for"

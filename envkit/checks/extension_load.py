@@ -72,6 +72,11 @@ def _finding(f: LoadFailure, facts: Facts) -> str:
     if f.kind == "built_for":
         have = f", not {torch.version}" if torch.version is not None else ""
         return f"{package} was built for torch {f.needs}{have}"
+    if f.kind == "cannot_open" and f.provider == "torch":
+        return (
+            f"a compiled extension needs torch's {os.path.basename(f.file)}, which the loader cannot find: "
+            "it was imported before torch, or built against a torch installed elsewhere"
+        )
     if f.provider == "torch":
         name = os.path.basename(f.file)
         return (

@@ -165,6 +165,15 @@ USER = "/home/ana/.local/lib/python3.12/site-packages"
             "rocminfo",
             id="hip-log-invalid-device-function-rocm62",
         ),
+        pytest.param(
+            f'  File "{USER}/torch_scatter/__init__.py", line 16, in <module>\n'
+            "    torch.ops.load_library(spec.origin)\n"
+            "OSError: libtorch_cpu.so: cannot open shared object file: No such file or directory\n",
+            "torch.extension_load",
+            "libtorch_cpu.so",
+            "",
+            id="extension-cannot-open-libtorch-cpu",
+        ),
     ],
 )
 def test_the_general_form_names_the_cause(text: str, cause: str, summary_has: str, fix_has: str) -> None:
