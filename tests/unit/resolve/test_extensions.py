@@ -214,3 +214,20 @@ def test_no_source_build_of_flash_attn_against_a_cpu_torch() -> None:
     with pytest.raises(NoBuildError) as caught:
         resolve(K, gh200, with_("flash-attn"))
     assert "--allow-build" in caught.value.hint and "--cuda cpu" not in caught.value.hint
+
+
+def test_bitsandbytes_on_an_mi300x_takes_its_rocm_library() -> None:
+    # bitsandbytes 0.49.0 on packs ROCm libraries into its Linux x86_64 wheel (python-package.yml's
+    # build-rocm, at 0.50.1: ROCm 6.4.4-7.14.0, gfx942 in build-rocm.sh); 0.48.x had that job disabled.
+    from envkit.resolve.target import target_from_flags
+
+    mi300x = target_from_flags(K, base=target(), gpus=("MI300X",), python="3.12")
+    plan = resolve(K, mi300x, with_("bitsandbytes"))
+    (pick,) = plan.extensions
+    assert plan.candidate.split("+")[1].startswith("rocm")
+    assert (str(pick.version), pick.file) == (
+        "0.50.1",
+        "bitsandbytes-0.50.1-py3-none-manylinux_2_24_x86_64.whl",
+    )
+    with pytest.raises(NoBuildError, match=r"bitsandbytes 0\.48\.2 has no wheel for rocm"):
+        resolve(K, mi300x, with_("bitsandbytes==0.48.2"))
