@@ -123,11 +123,13 @@ def check_torch_cuda_available(facts: Facts) -> CheckResult:
     torch = facts.torch
     if not torch.installed:
         return CheckResult(ID, Status.SKIP, torch_absent(facts))
+    local = (torch.version.local or "") if torch.version is not None else ""
+    if torch.hip or local.startswith("rocm"):
+        return _rocm(facts)
     build = torch.cuda_build
     if build is False:
-        what = f"ROCm {torch.hip}" if torch.hip else "CPU-only"
         return CheckResult(
-            ID, Status.SKIP, f"torch {torch.version or ''} is a {what} build; CUDA is not expected"
+            ID, Status.SKIP, f"torch {torch.version or ''} is a CPU-only build; CUDA is not expected"
         )
     if build is None:
         return CheckResult(
@@ -167,6 +169,56 @@ def check_torch_cuda_available(facts: Facts) -> CheckResult:
             "or stops",
         ),
         fix=fix_lines([*driver_fixes, f"or, to run on the CPU here: {cpu}"]),
+    )
+
+
+def _rocm(facts: Facts) -> CheckResult:
+    """A ROCm build answers through torch.cuda (HIP's API under CUDA's names): collect_env's "Is CUDA
+    available" and --deep's torch.cuda.is_available() are its verdict as for a CUDA build."""
+    torch = facts.torch
+    name = f"torch {torch.version}" if torch.version else "this ROCm build of torch"
+    label = f"{name} (ROCm {torch.hip})" if torch.hip else name
+    deep = torch.deep
+    available = deep.cuda_available if deep is not None and deep.ok else None
+    if available is True:
+        count = f", {deep.device_count} device(s)" if deep is not None and deep.device_count else ""
+        return CheckResult(
+            ID, Status.PASS, f"{label} can use the GPU (torch.cuda.is_available() through HIP{count})"
+        )
+    if available is None:
+        return CheckResult(
+            ID,
+            Status.SKIP,
+            "nothing says whether torch's ROCm build can use the GPU",
+            detail="no 'Is CUDA available' line and no deep probe (a ROCm build answers through torch.cuda)",
+            fix=deep_hint(facts, "whether torch can use the GPU"),
+        )
+    amd = facts.amd.gpus
+    if not amd and (facts.visible_gpus or facts.driver.version):
+        # A ROCm build on an NVIDIA machine: torch.gpu_vendor says so, with the CUDA plan.
+        return CheckResult(
+            ID, Status.SKIP, f"{label} is a build for AMD GPUs; torch.gpu_vendor judges it here"
+        )
+    seen = f"AMD GPUs seen: {', '.join(sorted({g.name or g.arch or 'AMD GPU' for g in amd}))}" if amd else ""
+    return CheckResult(
+        ID,
+        Status.FAIL,
+        f"{label} cannot use the {'AMD GPU' if amd else 'GPU'}: torch.cuda.is_available() is False",
+        detail=join_lines(
+            "a ROCm build reaches the GPU through torch.cuda (HIP): False means HIP found no GPU it may use, "
+            "and work falls back to the CPU or stops",
+            seen or "no AMD GPU is seen either",
+        ),
+        fix=fix_lines(
+            [
+                "check that `rocminfo` (or `amd-smi list`) lists the GPU; the user needs /dev/kfd and /dev/dri: "
+                "sudo usermod -aG render,video $USER (then log in again)",
+                "in a container: docker run --device=/dev/kfd --device=/dev/dri --group-add video …",
+                "HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES must not hide it; torch.gfx_arch says whether the "
+                "build has the GPU's gfx target",
+                f"or, to run on the CPU here: {_cpu_build_fix(facts)}",
+            ]
+        ),
     )
 
 

@@ -226,3 +226,23 @@ def test_a_paste_cut_before_the_gpu_lines_claims_no_driver_absence() -> None:
     )
     assert "whether a driver is there is not known" in result.detail
     assert "login node" not in result.detail
+
+
+def test_a_rocm_build_is_judged_by_torch_cuda_too() -> None:
+    # A ROCm build answers through torch.cuda (HIP): collect_env's "Is CUDA available" is its verdict.
+    # "Is CUDA available: False" beside an AMD Instinct MI300X (a collect_env from a ROCm 6.2 wheel,
+    # the complaint of pytorch/pytorch#99983) was a skip, "CUDA is not expected", and doctor said all
+    # was well.
+    from envkit.facts import AccelGpu, VendorFacts
+
+    mi300x = VendorFacts("amd", gpus=(AccelGpu(0, "AMD Instinct MI300X", None, None, "gfx942"),))
+    rocm = TorchFacts(version=Version("2.5.1+rocm6.2"), hip="6.2.41133-dd7f95766", deep=deep(False))
+    failed = check_torch_cuda_available(paste(rocm, amd=mi300x))
+    assert failed.status is Status.FAIL
+    assert failed.summary.startswith("torch 2.5.1+rocm6.2 (ROCm 6.2.41133-dd7f95766) cannot use the AMD GPU")
+    assert "/dev/kfd" in failed.fix and "render" in failed.fix
+    assert failed.fix.splitlines()[-1].endswith("install torch==2.5.1 " + CPU_INDEX)
+    works = check_torch_cuda_available(paste(TorchFacts(version=rocm.version, hip=rocm.hip, deep=deep(True))))
+    assert works.status is Status.PASS and "HIP" in works.summary
+    unknown = check_torch_cuda_available(paste(TorchFacts(version=rocm.version, hip=rocm.hip)))
+    assert unknown.status is Status.SKIP and "not expected" not in unknown.summary
