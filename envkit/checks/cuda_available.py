@@ -155,6 +155,14 @@ def check_torch_cuda_available(facts: Facts) -> CheckResult:
             detail="no 'Is CUDA available' line, no deep probe and no message from torch",
             fix=deep_hint(facts, "whether torch can use CUDA"),
         )
+    if not facts.visible_gpus and facts.driver.version is None and (facts.amd.gpus or facts.intel.gpus):
+        # No NVIDIA GPU, but AMD's or Intel's: the build is the wrong one, not the driver missing.
+        vendor = "AMD" if facts.amd.gpus else "Intel"
+        return CheckResult(
+            ID,
+            Status.SKIP,
+            f"{label} is a CUDA build on a machine with {vendor} GPUs; torch.gpu_vendor judges it",
+        )
     reason, driver_fixes = _reason(facts, kind, available)
     said = f"torch said: {torch.cuda_init_message}" if torch.cuda_init_message else ""
     cpu = _cpu_build_fix(facts)

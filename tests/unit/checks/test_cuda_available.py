@@ -246,3 +246,16 @@ def test_a_rocm_build_is_judged_by_torch_cuda_too() -> None:
     assert works.status is Status.PASS and "HIP" in works.summary
     unknown = check_torch_cuda_available(paste(TorchFacts(version=rocm.version, hip=rocm.hip)))
     assert unknown.status is Status.SKIP and "not expected" not in unknown.summary
+
+
+def test_a_cuda_build_on_an_amd_machine_is_torch_gpu_vendors_finding() -> None:
+    # A CUDA torch beside an AMD MI300X and no NVIDIA GPU: torch.gpu_vendor fails with the ROCm plan;
+    # this check told the user to install the NVIDIA driver ('docker run --gpus all').
+    from envkit.facts import AccelGpu, VendorFacts
+
+    mi300x = VendorFacts(
+        "amd", gpus=(AccelGpu(0, "AMD Instinct MI300X", None, "0x74a1", "gfx942"),), sources=("sysfs",)
+    )
+    cuda = TorchFacts(version=Version("2.5.1+cu124"), cuda=Version("12.4"), deep=deep(False))
+    result = check_torch_cuda_available(paste(cuda, amd=mi300x))
+    assert result.status is Status.SKIP and "torch.gpu_vendor" in result.summary
