@@ -219,11 +219,15 @@ def _rocm(facts: Facts) -> CheckResult:
         ),
         fix=fix_lines(
             [
-                "check that `rocminfo` (or `amd-smi list`) lists the GPU; the user needs /dev/kfd and /dev/dri: "
-                "sudo usermod -aG render,video $USER (then log in again)",
+                (
+                    "check that `rocminfo` (or `amd-smi list`) lists the GPU; the user needs /dev/kfd and "
+                    "/dev/dri: sudo usermod -aG render,video $USER (then log in again)"
+                ),
                 "in a container: docker run --device=/dev/kfd --device=/dev/dri --group-add video …",
-                "HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES must not hide it; torch.gfx_arch says whether the "
-                "build has the GPU's gfx target",
+                (
+                    "HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES must not hide it; torch.gfx_arch says "
+                    "whether the build has the GPU's gfx target"
+                ),
                 f"or, to run on the CPU here: {_cpu_build_fix(facts)}",
             ]
         ),
