@@ -317,6 +317,20 @@ def _file(row: Row) -> WheelFile:
     return WheelFile(name, url, sha, _spec(row, "requires_torch"))
 
 
+def _for(file: WheelFile, platform: str) -> bool:
+    """Whether a wheel's platform tags are for ``platform`` (py3-none-any is for every one)."""
+    plats = {t.rsplit("-", 1)[-1] for t in file.tags}
+    os_, _, arch = platform.partition("-")
+    if "any" in plats:
+        return True
+    if os_ == "linux":
+        return any("linux" in p and p.endswith(arch) for p in plats)
+    if os_ == "windows":
+        return "win_amd64" in plats
+    macs = ("arm64",) if arch == "arm64" else ("x86_64", "intel")
+    return any(p.startswith("macosx") and p.endswith((*macs, "universal2")) for p in plats)
+
+
 def _release(file: str, index: int, data: Any) -> ExtRelease:
     row = Row(file, "release", index, data)
     row.where = f"{file}: [[release]] #{index + 1} ({data.get('version') if isinstance(data, dict) else ''})"
@@ -335,6 +349,10 @@ def _release(file: str, index: int, data: Any) -> ExtRelease:
     )
     if any(w.where == "pypi" for w in wheels) and not any(f.tags for f in files):
         raise row.fail("file", "the PyPI wheel files of a release with a where = 'pypi' wheel set")
+    for w in wheels:  # a PyPI set claims only the platforms its release's files are for
+        missing = [p for p in w.platforms if w.where == "pypi" and not any(_for(f, p) for f in files)]
+        if missing:
+            raise row.fail("wheels", f"platforms its PyPI files are for ({', '.join(missing)}: none)")
     if any(w.where == "sdist" for w in wheels) and release.sdist is None:
         raise row.fail("file", "the PyPI sdist of a release with a where = 'sdist' wheel set")
     return release

@@ -123,6 +123,19 @@ def test_a_bad_file_or_release_is_refused() -> None:
         _release("x.toml", 0, pypi)
     with pytest.raises(KnowledgeError, match="field 'requires_torch'"):
         _release("x.toml", 0, {"version": "1.0", "source": "https://x", "requires_torch": "=>2"})
+    # A PyPI set claims only the platforms its files are for: vllm 0.6.3 said linux-aarch64 with one
+    # manylinux1_x86_64 wheel (https://pypi.org/simple/vllm/), and --explain showed it.
+    x86 = {
+        "name": "x-1.0-cp38-abi3-manylinux1_x86_64.whl",
+        "url": "https://h/x-1.0-cp38-abi3-manylinux1_x86_64.whl",
+    }
+    both = {**WHEELS, "where": "pypi", "platforms": ["linux-x86_64", "linux-aarch64"]}
+    with pytest.raises(KnowledgeError, match=r"field 'wheels'.*linux-aarch64: none"):
+        _release("x.toml", 0, {"version": "1.0", "source": "https://x", "wheels": [both], "file": [x86]})
+    one = {**both, "platforms": ["linux-x86_64"]}
+    assert _release("x.toml", 0, {"version": "1.0", "source": "https://x", "wheels": [one], "file": [x86]})
+    vllm = load_extensions()["vllm"].release(V("0.6.3"))
+    assert vllm is not None and vllm.wheels[0].platforms == ("linux-x86_64",)
 
 
 def test_pyg_lib_wheels_follow_its_build_matrix() -> None:
