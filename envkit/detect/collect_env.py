@@ -41,6 +41,7 @@ from envkit.facts import (
     TorchFacts,
     VendorFacts,
 )
+from envkit.knowledge import variant_cuda
 from envkit.knowledge.vendors import normalize_gfx
 from envkit.versions import NvVersion, Version, parse_version
 
@@ -449,6 +450,20 @@ def _torch(reader: _Reader, notes: list[str], messages: TorchMessages) -> TorchF
         error = "collect_env could not import torch (PyTorch version: N/A)"
     cuda = _first_version(reader.value("cuda_built"))
     hip = reader.value("rocm_built")
+    if version is None and not raw_version:
+        # A paste cut down to its package lines ("[pip3] torch==2.10.0.dev20250901+rocm7.0") still
+        # names the build: its version, and its CUDA or ROCm from the wheel's local version where
+        # the "used to build" lines are not in the text at all (their "None" is an answer).
+        pip_torch = next((d for d in dists if d.name == "torch"), None)
+        if pip_torch is not None and pip_torch.version is not None:
+            version = pip_torch.version
+            local = version.local or ""
+            cuda_cut, rocm_cut = "cuda_built" not in reader.fields, "rocm_built" not in reader.fields
+            if cuda_cut and cuda is None:
+                cuda = variant_cuda(local)
+            if rocm_cut and not hip and local.startswith("rocm"):
+                hip = local[4:]
+            notes.append(f"torch {version} read from the package lines (the paste has no 'PyTorch version')")
     available = _yes_no(reader.value("cuda_available"))
     deep = None
     if available is not None:

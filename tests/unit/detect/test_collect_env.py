@@ -944,3 +944,28 @@ def _never_raises_and_round_trips(text: str) -> None:
 def test_never_raises_on_any_text(text: str) -> None:
     facts = parse_collect_env(text)
     assert not any(n.startswith("collect_env text could not be read") for n in facts.notes)
+
+
+@pytest.mark.parametrize(
+    ("line", "version", "cuda", "hip"),
+    [
+        ("[pip3] torch==2.10.0.dev20250901+rocm7.0", "2.10.0.dev20250901+rocm7.0", None, "7.0"),
+        ("[pip3] torch==2.5.1+cu121", "2.5.1+cu121", Version("12.1"), None),
+        ("[pip3] torch==2.5.1", "2.5.1", None, None),
+    ],
+)
+def test_a_paste_of_package_lines_alone_names_the_build(
+    line: str, version: str, cuda: Version | None, hip: str | None
+) -> None:
+    """A paste cut down to its package lines (pytorch/pytorch#164346 quoted only its ROCm nightly's
+    [pip3] lines) read as 'torch ? (CPU)': the version and the CUDA or ROCm of the wheel's local
+    version are the build's, where the 'used to build' lines are not in the text."""
+    facts = parse_collect_env(f"Versions of relevant libraries:\n[pip3] numpy==2.1.2\n{line}\n")
+    assert facts.torch is not None
+    assert (str(facts.torch.version), facts.torch.cuda, facts.torch.hip) == (version, cuda, hip)
+    # Where the paste says what it was built with, that answer stands ("None": no CUDA).
+    said = parse_collect_env(
+        "PyTorch version: N/A\nCUDA used to build PyTorch: None\nROCM used to build PyTorch: N/A\n\n"
+        f"Versions of relevant libraries:\n{line}\n"
+    )
+    assert said.torch is not None and said.torch.cuda is None
