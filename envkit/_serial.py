@@ -12,13 +12,14 @@ import enum
 import functools
 import sys
 import typing
-from typing import Any, Callable, Final, Literal, Optional, TypeVar, Union
-
-import msgspec
+from typing import TYPE_CHECKING, Any, Callable, Final, Literal, Optional, TypeVar, Union
 
 from envkit._files import MAX_NESTING
 from envkit.errors import InputError
 from envkit.versions import ComputeCapability, NvVersion, Version, parse_compute_capability
+
+if TYPE_CHECKING:
+    import msgspec
 
 T = TypeVar("T")
 
@@ -272,6 +273,8 @@ def _is_shared(tp: Any) -> bool:
 @functools.cache
 def _wire(tp: Any, top: bool = False) -> _Wire:
     """``top``: the hint of a shared section being decoded on its own (not taken raw again)."""
+    import msgspec  # only to decode (doctor --from, fleet, diff): doctor's own run never needs it
+
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if not top and _is_shared(tp):
@@ -364,6 +367,8 @@ def _any(value: Any) -> Any:
 def _sectioner(tp: Any) -> Callable[[Any], Any]:
     """The visitor of a shared hint: its raw text decoded through _SECTIONS (called ~20 times per
     report: the names it needs are bound once here)."""
+    import msgspec
+
     cache = _SECTIONS.setdefault(tp, _Sections())
     decode = _decoder(tp, top=True).decode
     finish = _visitor(tp, top=True) if _wire(tp, top=True).visit else None
@@ -403,12 +408,16 @@ def _shallow(value: object, limit: int) -> bool:
 
 @functools.cache
 def _decoder(cls: Any, top: bool = False) -> msgspec.json.Decoder[Any]:
+    import msgspec
+
     return msgspec.json.Decoder(_wire(cls, top).hint, dec_hook=_dec_hook)
 
 
 def decode_json(cls: type[T], raw: bytes) -> Optional[T]:
     """A record of type ``cls`` straight from JSON bytes, or None where the caller must take the
     slow path (parse the text, then from_jsonable): see the comment above."""
+    import msgspec
+
     root: Any = cls  # a hashable hint for the caches
     try:
         value = _decoder(root).decode(raw)

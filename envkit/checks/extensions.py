@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Final, Optional
 from envkit.checks._common import fix_lines, headline, join_lines, pip_command
 from envkit.knowledge.extensions import load_extension, torch_cxx11_abi
 from envkit.report import CheckResult, Status
-from envkit.resolve.ext_wheels import TorchBuild, describe_sets, match_release
 from envkit.versions import ComputeCapability, Version
 
 if TYPE_CHECKING:
     from envkit.facts import Distribution, Facts
     from envkit.knowledge.extensions import Extension, ExtRelease
+    from envkit.resolve.ext_wheels import TorchBuild
 
 __all__ = ["check_extensions", "extension_fixes"]
 
@@ -38,6 +38,9 @@ _PYG_LABEL: Final = re.compile(r"^pt(\d)(\d+)(cpu|cu\d+)$")
 
 
 def _torch_build(facts: Facts) -> Optional[TorchBuild]:
+    # The wheel tables' rules (packaging.tags) only where an extension is installed.
+    from envkit.resolve.ext_wheels import TorchBuild
+
     torch = facts.torch
     if torch.version is None:
         return None
@@ -136,6 +139,8 @@ def here(build: TorchBuild) -> str:
 
 
 def _judge(ext: Extension, dist: Distribution, build: TorchBuild, facts: Facts) -> tuple[Status, str]:
+    from envkit.resolve.ext_wheels import describe_sets, match_release
+
     if dist.version is None:
         return Status.SKIP, f"{dist.name}: no version to judge"
     release = ext.release(Version(dist.version.public))

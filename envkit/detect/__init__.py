@@ -27,7 +27,6 @@ from envkit.detect.nvml import NO_ANSWER, ask_nvml
 from envkit.detect.plausible import cap_notes, plausible_gpu
 from envkit.detect.pyenv import Interpreter, detect_python
 from envkit.detect.toolkit import detect_toolkits
-from envkit.detect.torch_messages import read_torch_messages, with_messages
 from envkit.detect.vendors import VENDORS, unanswered
 from envkit.detect.visibility import apply_visibility
 from envkit.facts import (
@@ -180,7 +179,10 @@ def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Fa
     notes += loader_notes
     if deep:
         torch = dataclasses.replace(torch, deep=values.get("deep") or deep_unanswered(budget))
-        # torch's own warnings, caught by the probe, say why CUDA is unusable (torch_messages).
+        # torch's own warnings, caught by the probe, say why CUDA is unusable (torch_messages; its
+        # patterns are read only here: a run without --deep has no warnings to read).
+        from envkit.detect.torch_messages import read_torch_messages, with_messages
+
         torch = with_messages(torch, read_torch_messages(torch.deep.warnings if torch.deep else ()))
     return Facts(
         host=host,

@@ -6,9 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import types
-from typing import TYPE_CHECKING, Any, Callable, Union
-
-import msgspec
+from typing import TYPE_CHECKING, Any, Callable, Final, Union
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -20,13 +18,18 @@ __all__ = ["dumps", "print_json"]
 _BATCH = 512
 # The widest integer msgspec writes (int64 and uint64).
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+# Values in a document from which msgspec writes it: json.dumps(indent=2) takes ~1 us a value, and
+# importing msgspec ~6 ms of CPU, so a smaller document (one doctor report: ~400 values) is json's
+# sooner (scripts/bench_doctor.py); a fleet (thousands of nodes, each batch of them) is msgspec's.
+_MSGSPEC_FROM: Final = 5000
 
 
 def dumps(data: Any) -> str:
     """``data`` as indented JSON, redacted (envkit.redact): no --json output carries a credential.
 
-    The text is json.dumps(indent=2, ensure_ascii=False)'s, byte for byte. msgspec writes it (in C,
-    ~10x faster: a 10,000-node fleet is 12 MB of JSON) where that is sure to be so, else json does."""
+    The text is json.dumps(indent=2, ensure_ascii=False)'s, byte for byte. msgspec writes a large
+    document (in C, ~10x faster: a 10,000-node fleet is 12 MB of JSON) where that is sure to be so,
+    else json does."""
     text = _encode(data)
     return text.decode("utf-8") if isinstance(text, bytes) else text
 
@@ -35,7 +38,9 @@ def _encode(data: Any) -> Union[bytes, str]:
     from envkit.redact import redact_data
 
     clean = redact_data(data)
-    if _msgspec_writes_it_alike(clean):
+    if _plain_values(clean) >= _MSGSPEC_FROM:
+        import msgspec
+
         try:
             return msgspec.json.format(msgspec.json.encode(clean), indent=2)
         except (msgspec.EncodeError, TypeError, ValueError, OverflowError):  # a lone surrogate, ...
@@ -43,14 +48,17 @@ def _encode(data: Any) -> Union[bytes, str]:
     return json.dumps(clean, indent=2, ensure_ascii=False)
 
 
-def _msgspec_writes_it_alike(data: Any) -> bool:
-    """Plain JSON data that msgspec writes as json.dumps does: text keys, integers of 64 bits, and
-    floats that Python's repr writes without an exponent (msgspec writes 1e16 where repr writes
-    1e+16, and null for nan / inf where json writes NaN / Infinity)."""
+def _plain_values(data: Any) -> int:
+    """How many values ``data`` holds when it is plain JSON data that msgspec writes as json.dumps
+    does (text keys, integers of 64 bits, and floats that Python's repr writes without an exponent:
+    msgspec writes 1e16 where repr writes 1e+16, and null for nan / inf where json writes NaN /
+    Infinity); -1 when it is not."""
     stack = [data]
     seen: set[int] = set()  # containers met again (a fleet's nodes alike share theirs): once
+    count = 0
     while stack:
         item = stack.pop()
+        count += 1
         kind = type(item)
         if kind is str or kind is bool or item is None:
             continue
@@ -60,19 +68,19 @@ def _msgspec_writes_it_alike(data: Any) -> bool:
             seen.add(id(item))
         if kind is dict:
             if not all(type(k) is str for k in item):
-                return False
+                return -1
             stack.extend(item.values())
         elif kind is list:
             stack.extend(item)
         elif kind is int:
             if not _INT_MIN <= item <= _INT_MAX:
-                return False
+                return -1
         elif kind is float:
             if not (item == 0.0 or 1e-4 <= abs(item) < 1e16):  # also False for nan
-                return False
+                return -1
         else:  # a tuple (json writes a list), a str subclass, anything else: json decides
-            return False
-    return True
+            return -1
+    return count
 
 
 def print_json(data: Any) -> None:

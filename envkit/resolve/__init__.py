@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Final, Optional, Union
 
 from envkit.errors import NoBuildError, RejectedBuild, WayOut
 from envkit.knowledge import CONDA_SUBDIRS, Knowledge, Release, variant_cuda
-from envkit.resolve import extensions as ext_rule
 from envkit.resolve import jetson as jetson_route
 from envkit.resolve import rules, vendors
 from envkit.resolve.plan import (
@@ -242,6 +241,10 @@ class _Evaluator:
             failures += vendors.accel_failures(self.k, t, release, variant)
             risk = vendors.kmd_risk(self.k, t, variant)
         if req.extensions:
+            # The extensions' rules (packaging's requirement parser, the wheel tables: ~5 ms of
+            # imports) are loaded where they are needed, not with the resolver.
+            from envkit.resolve import extensions as ext_rule
+
             failures += ext_rule.candidate_failures(
                 release, variant, t, req.extensions, allow_build=req.allow_build
             )
@@ -467,9 +470,15 @@ def _resolve(k: Knowledge, target: Target, request: Request) -> Plan:
             chosen = _rank(fitting)
             rejected = _passed_by(candidates, chosen, fitting, request)
             plan = _plan(k, target, request, chosen, rejected)
+            if not request.extensions:
+                return plan
+            from envkit.resolve import extensions as ext_rule
+
             return ext_rule.with_extensions(plan, chosen.release, chosen.variant, request)
     summary, reasons = _no_build_reasons(target, request, admitted, candidates)
     if request.extensions:
+        from envkit.resolve import extensions as ext_rule
+
         machine = [(c.release, c.variant) for c in admitted if {r for r, _ in c.failures} == {"extension"}]
         summary = ext_rule.conflict(summary, machine, target, request)
     ways = _ways_out(k, candidates, target, request, evaluator.branch_needed, evaluator.branch_floor)
@@ -726,6 +735,8 @@ def _ways_out(
 ) -> tuple[WayOut, ...]:
     """The nearest ways out: for each single rule, the newest candidate that fails only on it
     (``branch_needed``: the driver branch the GPUs need, "R520", when one does not drive them)."""
+    from envkit.resolve import extensions as ext_rule
+
     ways: list[WayOut] = []
     only: dict[str, _Candidate] = {}
     # Newest first, listed before unlisted, and for "--cuda" a CUDA build before the CPU one.

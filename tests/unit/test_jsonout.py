@@ -1,9 +1,12 @@
 """--json output: msgspec writes it where it writes json.dumps(indent=2, ensure_ascii=False)'s text
-byte for byte, and json writes the rest; redacted either way."""
+byte for byte, and json writes the rest; redacted either way. msgspec writes only large documents
+(jsonout._MSGSPEC_FROM values): here every document is large enough, so that its text is checked."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +14,7 @@ import pytest
 from hypothesis import strategies as st
 
 from envkit.redact import redact_data
+from envkit.render import jsonout
 from envkit.render.jsonout import dumps, print_json
 from tests.conftest import check_property, examples
 
@@ -26,6 +30,22 @@ _DATA = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=30,
 )
+
+
+@pytest.fixture(autouse=True)
+def _msgspec_writes_every_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jsonout, "_MSGSPEC_FROM", 0)
+
+
+def test_a_small_document_is_written_without_importing_msgspec() -> None:
+    # One doctor report (~400 values): importing msgspec would cost more than json takes to write it.
+    code = (
+        "import sys; from envkit.render.jsonout import dumps; "
+        "t = dumps({'checks': [{'id': 'x', 'status': 'pass', 'n': [1, 2.5, None]}] * 50}); "
+        "print('msgspec' in sys.modules, len(t))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split()[0] == "False"
 
 
 def _reference(data: Any) -> str:
