@@ -11,6 +11,7 @@ wheel on developer.download.nvidia.com (JetPack 5.1), or the forum's list (older
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING, Optional
 
 from envkit.errors import WayOut
@@ -130,9 +131,7 @@ def jetpack_way(k: Knowledge, target: Target) -> WayOut:
     versions = ", ".join(str(t) for t in jp.torch)
     what = f"JetPack {jp.jetpack} (CUDA {jp.cuda}, Python {jp.python})"
     if jp.route == "index" and jp.index:
-        text = (
-            f"{what}: NVIDIA's wheels (torch {versions}) from {jp.index}: envkit resolve --python {jp.python}"
-        )
+        text = f"{what}: NVIDIA's wheels (torch {versions}) from {jp.index}: {_command(target, jp.python)}"
     elif jp.route == "wheel" and jp.wheel:
         text = f"{what}: NVIDIA's torch wheel: pip install {jp.wheel} (torchvision: build it from source)"
     elif jp.route == "sbsa":
@@ -140,6 +139,20 @@ def jetpack_way(k: Knowledge, target: Target) -> WayOut:
     else:
         text = f"{what}: NVIDIA's wheels (torch {versions}) listed on {FORUM}"
     return WayOut("jetson", text, value=jp.jetpack)
+
+
+def _command(target: Target, python: object) -> str:
+    """The resolve command for the JetPack's Python: for a target given by flags, the flags again (on
+    another machine a bare command would plan for that machine)."""
+    words = ["envkit", "resolve"]
+    if target.described_by == "flags":
+        words += ["--platform", target.platform]
+        words += [w for g in target.gpus[:1] if g.name for w in ("--gpu", g.name)]
+        if target.driver is not None:
+            words += ["--driver", str(target.driver)]
+        elif target.l4t is not None:
+            words += ["--driver", str(target.l4t)]
+    return " ".join(shlex.quote(w) for w in [*words, "--python", str(python)])
 
 
 def jetson_driver_note(k: Knowledge, target: Target) -> Optional[str]:

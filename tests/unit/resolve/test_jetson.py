@@ -3,6 +3,8 @@ download.pytorch.org's SBSA wheels before Thor; driver.support on a JetPack driv
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from envkit.checks.compat import check_gpu_arch
@@ -92,3 +94,26 @@ def test_thor_runs_the_sbsa_cu130_wheels() -> None:
     plan = resolve(K, thor, Request())
     assert plan.jetpack is None and plan.variant.startswith("cu13")
     assert plan.index_url is not None and plan.index_url.startswith("https://download.pytorch.org/whl/cu13")
+
+
+def test_the_jetpack_6_way_out_for_flags_names_the_target_again() -> None:
+    # `envkit resolve --platform linux-aarch64 --gpu 'Jetson AGX Orin' --driver 540.4.0` (Python
+    # 3.11) on a workstation: the way out said `envkit resolve --python 3.10`, which plans for the
+    # workstation. For flags it repeats them; for this machine it stays short.
+    orin = Target(
+        platform="linux-aarch64",
+        driver=NvVersion("540.4.0"),
+        gpus=(parse_gpu("Jetson AGX Orin", K),),
+        python=Version("3.11"),
+    )
+    with pytest.raises(NoBuildError) as info:
+        resolve(K, orin, Request())
+    jetson = next(w for w in info.value.ways_out if w.rule == "jetson")
+    command = "envkit resolve --platform linux-aarch64 --gpu 'Jetson AGX Orin' --driver 540.4.0 --python 3.10"
+    assert jetson.text.endswith(command)
+    here = dataclasses.replace(orin, described_by="this machine")
+    with pytest.raises(NoBuildError) as info:
+        resolve(K, here, Request())
+    assert next(w for w in info.value.ways_out if w.rule == "jetson").text.endswith(
+        ": envkit resolve --python 3.10"
+    )
