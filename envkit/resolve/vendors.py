@@ -141,12 +141,18 @@ def plan_warnings(k: Knowledge, target: Target, variant: str, torch: Version) ->
         if not target.has_amd:
             warnings.append(f"{variant} is a ROCm build, for AMD GPUs: the target has none")
         elif k.vendors.kmd_rocm(target.amd_driver) is None:
-            driver = f"amdgpu {target.amd_driver}" if target.amd_driver else "the amdgpu driver"
+            # No version at all (no --driver; the kernel's own amdgpu has no /sys/module/amdgpu/version)
+            # is not the same as a version envkit cannot place: each says which it is.
+            why = (
+                f"envkit does not know which ROCm release amdgpu {target.amd_driver} is"
+                if target.amd_driver
+                else "its version is not known (--driver with the amdgpu version, as "
+                "/sys/module/amdgpu/version of AMD's DKMS module reports it)"
+            )
             warnings.append(
-                f"{driver} was not checked against the wheel's ROCm {rocm_version(variant)}: AMD "
+                f"the amdgpu driver was not checked against the wheel's ROCm {rocm_version(variant)}: AMD "
                 "supports a ROCm user space on the kernel driver of the releases around it (its user "
-                "and kernel-space support matrix); envkit does not know which ROCm release this "
-                "driver is"
+                f"and kernel-space support matrix); {why}"
             )
     elif kind == "xpu":
         if not target.has_intel:

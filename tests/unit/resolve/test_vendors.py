@@ -92,6 +92,15 @@ def test_an_amdgpu_driver_from_another_rocm_release_is_a_warning() -> None:
     assert plan(flags("MI300X", driver="6.12.12"), cuda="rocm6.4").warnings == ()
 
 
+def test_an_amd_plan_says_whether_the_driver_was_unknown_or_not_given() -> None:
+    # `envkit resolve --gpu MI300X` (no --driver) warned 'envkit does not know which ROCm release
+    # this driver is', as if a driver had been given.
+    bare = " ".join(plan(flags("MI300X")).warnings)
+    assert "its version is not known (--driver" in bare and "which ROCm release" not in bare
+    odd = " ".join(plan(flags("MI300X", driver="6.99.1")).warnings)
+    assert "which ROCm release amdgpu 6.99.1 is" in odd
+
+
 def test_explicit_rocm_variant_and_rocm_kind() -> None:
     assert plan(flags("MI210"), cuda="rocm6.2").variant == "rocm6.2"
     assert plan(flags("MI210"), cuda="rocm").variant.startswith("rocm")
