@@ -45,10 +45,10 @@ def diagnose(
     system, interp, start = begin_run(system, timeout=timeout, python=python, env_name=env_name)
     progress.stage(f"detecting; importing torch in {interp.path} (--deep)" if deep else "detecting")
     # Detection mostly waits on its child processes (the interpreter's probe, NVML's worker): the
-    # checks' code and knowledge load meanwhile (a third of doctor's time when done after).
+    # checks' code and knowledge load meanwhile (a third of doctor's time when done after), once
+    # the detectors have started: importing holds the GIL, and each thread's start waits for it.
     warm = threading.Thread(target=_prepare_checks, name="envkit-checks-warm", daemon=True)
-    warm.start()
-    facts = detect_all(system, interp, deep=deep)
+    facts = detect_all(system, interp, deep=deep, then=warm.start)
     warm.join(max(0.0, deadline - time.monotonic()))
     if reading is not None:
         from envkit.detect.errtext import with_error_text

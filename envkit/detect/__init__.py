@@ -69,9 +69,13 @@ class _Outcome:
 
 
 def run_bounded(
-    tasks: Mapping[str, Callable[[], Any]], deadline: Optional[float]
+    tasks: Mapping[str, Callable[[], Any]],
+    deadline: Optional[float],
+    *,
+    then: Optional[Callable[[], None]] = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """Run tasks in daemon threads until they finish or the deadline passes.
+    """Run tasks in daemon threads until they finish or the deadline passes; ``then`` is called once
+    every task's thread has started.
 
     Returns the values of the tasks that finished and a note for each one that did not
     (timed out, or raised: a detector bug must not take the whole report down). The children of a
@@ -99,6 +103,8 @@ def run_bounded(
     notes: list[str] = []
     abandoned: list[_proc.Scope] = []
     try:
+        if then is not None:
+            then()
         for name, thread in threads.items():
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             outcome = outcomes[name]
@@ -139,30 +145,35 @@ def _nvidia(system: System) -> tuple[DriverFacts, tuple[GpuFacts, ...]]:
     return dataclasses.replace(driver, notes=tuple(cap_notes(notes, "nvidia"))), gpus
 
 
-def detect_all(system: System, interp: Interpreter, *, deep: bool = False) -> Facts:
-    """Detect everything about this machine and the interpreter ``interp``.
+def detect_all(
+    system: System, interp: Interpreter, *, deep: bool = False, then: Optional[Callable[[], None]] = None
+) -> Facts:
+    """Detect everything about this machine and the interpreter ``interp``; ``then`` is called once
+    every detector has started (run_bounded).
 
     Every detector (and every host fact) runs on its own under the deadline: one that hangs costs
     its own facts only, each named in a note, never the others'.
     """
     host_readers = {f"host.{name}": read for name, read in detect_host_readers(system).items()}
     tasks: dict[str, Callable[[], Any]] = {
-        **host_readers,
-        "nvidia": lambda: _nvidia(system),
-        # The version files need no NVML and no nvidia-smi: a wedged GPU that hangs both must
-        # not turn a known driver into "install the driver".
-        "driver.files": lambda: driver_from_files(system),
-        "toolkits": lambda: detect_toolkits(system, interp.path),
+        # The longest first: the environment probe (a Python child: the run waits for it) starts
+        # before the threads of the quick readers queue for the GIL.
         # The loader's view needs torch's folder, which the environment probe finds: it follows
         # in the same task, while NVML's worker still runs.
         "python": lambda: _python_and_loader(system, interp),
+        "nvidia": lambda: _nvidia(system),
+        "toolkits": lambda: detect_toolkits(system, interp.path),
+        **host_readers,
+        # The version files need no NVML and no nvidia-smi: a wedged GPU that hangs both must
+        # not turn a known driver into "install the driver".
+        "driver.files": lambda: driver_from_files(system),
         "container": lambda: detect_container(system),
         **_vendor_tasks(system),
     }
     budget = deep_budget(system)
     if deep:
         tasks["deep"] = lambda: detect_deep(system, interp, budget=budget)
-    values, notes = run_bounded(tasks, system.deadline)
+    values, notes = run_bounded(tasks, system.deadline, then=then)
     host = host_from(
         {name[5:]: values[name] for name in host_readers if name in values},
         [name[5:] for name in host_readers if name not in values],
