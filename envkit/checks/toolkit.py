@@ -18,18 +18,23 @@ from envkit.report import CheckResult, Status
 if TYPE_CHECKING:
     from envkit.facts import Facts, ToolkitFacts
 
-__all__ = ["build_toolkit", "check_toolkit_nvcc"]
+__all__ = ["build_toolkit", "check_toolkit_nvcc", "pick_build_toolkit"]
 
 ID: Final = "toolkit.nvcc"
 
 
 def build_toolkit(facts: Facts) -> Optional[ToolkitFacts]:
     """The toolkit a torch extension build would use, found the way cpp_extension finds it."""
+    return pick_build_toolkit(facts.toolkits)
+
+
+def pick_build_toolkit(toolkits: tuple[ToolkitFacts, ...]) -> Optional[ToolkitFacts]:
+    """Of the toolkits found, the one cpp_extension takes (CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda)."""
     for source in ("CUDA_HOME", "CUDA_PATH", "PATH", "/usr/local/cuda"):
-        for toolkit in facts.toolkits:
+        for toolkit in toolkits:
             if source in toolkit.sources:
                 return toolkit
-    return facts.toolkits[0] if facts.toolkits else None
+    return toolkits[0] if toolkits else None
 
 
 def _describe(t: ToolkitFacts) -> str:

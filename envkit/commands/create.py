@@ -131,6 +131,9 @@ def prepare(system: System, request: CreateRequest) -> Installation:
             f"channel: pip (--channel auto fell back to pip: conda has no build that fits: {error.summary})"
         ]
         plan = make_plan(system, spec_flags(template, request.flags, fmt), available=local_builds(request))
+    from envkit.create.build_check import check_build_toolkit
+
+    check_build_toolkit(system, plan)
     return lay_out(system, request, template, fmt, plan, notes)
 
 
