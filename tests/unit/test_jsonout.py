@@ -52,7 +52,7 @@ def _reference(data: Any) -> str:
     return json.dumps(redact_data(data), indent=2, ensure_ascii=False)
 
 
-@examples(300, 3000)
+@examples(100, 3000)
 def test_the_text_is_json_dumps_byte_for_byte(max_examples: int) -> None:
     def body(data: Any) -> None:
         assert dumps(data) == _reference(data)
@@ -129,7 +129,7 @@ _PARTS = st.recursive(
 )
 
 
-@examples(200, 2000)
+@examples(70, 2000)
 def test_shared_parts_read_as_their_copies_do(max_examples: int) -> None:
     # The same list or dict object met several times in one document (a fleet's nodes alike share
     # their facts and checks), under secret-like keys and ordinary ones: redaction and msgspec's

@@ -330,8 +330,8 @@ def _try(t: Target, request: Request) -> Plan | None:
         return None
 
 
-# The properties run 40 examples in the default suite, 300 under -m slow.
-@examples(40, 300)
+# The properties run 20 examples in the default suite, 300 under -m slow.
+@examples(20, 300)
 def test_a_newer_driver_never_yields_an_older_variant(max_examples: int) -> None:
     check_property(max_examples, _newer_driver, targets, st.sampled_from(DRIVERS))
 
@@ -356,7 +356,7 @@ def _newer_driver(t: Target, other: NvVersion) -> None:
         assert variant_cuda(b.variant) >= variant_cuda(a.variant)  # type: ignore[operator]
 
 
-@examples(40, 300)
+@examples(20, 300)
 def test_every_plan_satisfies_every_rule(max_examples: int) -> None:
     check_property(
         max_examples,
@@ -388,7 +388,7 @@ def _plan_satisfies_rules(t: Target, cuda: str) -> None:
                 assert t.driver.major <= rule.last_branch
 
 
-@examples(40, 300)
+@examples(20, 300)
 def test_auto_never_picks_a_variant_without_a_gpus_arch(max_examples: int) -> None:
     check_property(max_examples, _auto_covers_the_gpus, targets)
 
