@@ -77,6 +77,7 @@ def is_variant(text: str) -> bool:
     return _VARIANT_RE.match(text) is not None
 
 
+@functools.lru_cache(maxsize=256)  # a few dozen names, asked for each candidate build of every plan
 def variant_cuda(variant: str) -> Optional[Version]:
     """The CUDA version of a wheel variant: cu121 -> 12.1, cu118 -> 11.8; None for cpu/rocm.
 
@@ -295,9 +296,26 @@ class Knowledge:
     # amd.toml, intel.toml, jetson.toml: AMD and Intel GPUs and wheels, NVIDIA's Jetson route.
     vendors: VendorKnowledge = field(default_factory=VendorKnowledge)
 
+    # The resolver asks these for each candidate build (a few hundred a plan, ~1,000 plans in the
+    # test suite): indexes of the tables, built once per Knowledge (cached_property writes to the
+    # instance's __dict__, which a frozen dataclass allows; dataclasses.replace starts afresh).
+
+    @functools.cached_property
+    def _releases_by_torch(self) -> dict[Version, Release]:
+        by_torch: dict[Version, Release] = {}
+        for r in self.releases:
+            by_torch.setdefault(r.torch, r)  # the first, as a search of the tuple finds it
+        return by_torch
+
+    @functools.cached_property
+    def _arch_rows(self) -> dict[tuple[str, str], tuple[ArchRow, ...]]:
+        rows: dict[tuple[str, str], list[ArchRow]] = {}
+        for row in self.arch:
+            rows.setdefault((row.variant, row.platform), []).append(row)
+        return {key: tuple(found) for key, found in rows.items()}
+
     def release(self, version: Version) -> Optional[Release]:
-        public = Version(version.public)
-        return next((r for r in self.releases if r.torch == public), None)
+        return self._releases_by_torch.get(Version(version.public))
 
     def arch_for(
         self, release: Release, variant: str, platform: str, *, or_linux: bool = False
@@ -305,7 +323,7 @@ class Knowledge:
         """The compiled architectures of a release's variant on a platform; ``or_linux``: else the
         linux-x86_64 wheel's, the closest list (conda builds, platforms without a row)."""
         for where in (platform, "linux-x86_64") if or_linux else (platform,):
-            for row in self.arch:
+            for row in self._arch_rows.get((variant, where), ()):
                 if row.describes(release.torch, variant, where):
                     return row
         return None
@@ -316,6 +334,10 @@ class Knowledge:
     def family(self, cuda: Version) -> Optional[CudaFamily]:
         return self.families.get(cuda.major)
 
+    @functools.cached_property
+    def _floors(self) -> dict[tuple[int, int, bool], Optional[DriverFloor]]:
+        return {}
+
     def driver_floor(self, cuda: Version, *, windows: bool = False) -> Optional[DriverFloor]:
         """What ``cuda`` needs of the driver; None when envkit does not know (no family row, or a
         family without minor-version compatibility and no toolkit row): a check then skips.
@@ -323,6 +345,12 @@ class Knowledge:
         NVIDIA publishes no Windows driver for CUDA 13.x (Table 3 says N/A, the driver is no
         longer bundled); the Linux version of the same branch stands in for it there.
         """
+        key = (cuda.major, cuda.minor, windows)
+        if key not in self._floors:
+            self._floors[key] = self._driver_floor(cuda, windows=windows)
+        return self._floors[key]
+
+    def _driver_floor(self, cuda: Version, *, windows: bool) -> Optional[DriverFloor]:
         family, toolkit = self.family(cuda), self.toolkit(cuda)
         if family is None:
             return None

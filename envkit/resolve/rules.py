@@ -21,6 +21,7 @@ Pure functions over the knowledge base; nothing here knows the machine it runs o
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Final, Optional
@@ -102,11 +103,16 @@ class FloorVerdict:
         return f"CUDA {self.cuda}"
 
 
+@functools.lru_cache(maxsize=256)  # each candidate build of every plan asks: a handful of CUDAs
+def _minor(cuda: Version) -> Version:
+    return Version(f"{cuda.major}.{cuda.minor}")
+
+
 def driver_floor(
     k: Knowledge, cuda: Version, driver: Optional[NvVersion] = None, *, windows: bool = False
 ) -> FloorVerdict:
     """What ``cuda`` needs of the driver and, given one, whether ``driver`` meets it."""
-    cuda = Version(f"{cuda.major}.{cuda.minor}")
+    cuda = _minor(cuda)
     family = k.family(cuda)
     need = k.driver_floor(cuda, windows=windows)
     if need is None:

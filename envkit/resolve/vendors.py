@@ -15,6 +15,7 @@ Pure functions over the knowledge base, as envkit.resolve.rules.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Optional
 
 from envkit.knowledge import variant_cuda
@@ -37,6 +38,7 @@ __all__ = [
 ]
 
 
+@functools.lru_cache(maxsize=256)  # a few dozen names, asked for each candidate build of every plan
 def vendor_of(variant: str) -> str:
     """ "cuda", "rocm", "xpu" or "cpu": which GPUs a wheel variant is for.
 
