@@ -330,12 +330,13 @@ def _alive_groups(pgids: Sequence[int]) -> set[int]:
     """The groups of ``pgids`` in which a process still runs.
 
     A group whose processes have all ended may still answer killpg(0) for a while: a grandchild
-    whose parent died first is a zombie until the system's init reaps it, and an init that reaps
-    slowly (this machine kind's: ~1 s) or never (envkit itself as a container's PID 1) kept every
-    cancelled detector waiting out the grace period twice. A zombie holds no pipe, file or device,
-    so a group of zombies counts as gone. Linux: each process's state and group are fields 3 and 5
-    of /proc/PID/stat (proc(5)); without /proc, or where no member is listed there (another PID
-    namespace), killpg's answer stands."""
+    whose parent died first is a zombie until init reaps it, and this machine kind's init took ~1 s,
+    so every cancelled detector waited out the grace period twice. A zombie holds no pipe, file or
+    device: one that another process must reap counts as gone. Envkit's own zombies do not: a
+    group's leader waits for its Popen to reap it (which keeps its exit status), and an orphan
+    handed to envkit (a subreaper, or envkit as a container's PID 1, which nobody else reaps for)
+    is reaped here. Linux: state, parent and group are fields 3-5 of /proc/PID/stat (proc(5));
+    without /proc, or with no member listed there (another PID namespace), killpg's answer stands."""
     alive = set()
     for pgid in pgids:
         with _LOCK:
@@ -350,19 +351,20 @@ def _alive_groups(pgids: Sequence[int]) -> set[int]:
             continue
         alive.add(pgid)
     if alive:
-        members = _group_states()
-        if members is not None:
-            alive = {g for g in alive if g not in members or members[g]}
+        running = _running_members(alive)
+        if running is not None:
+            alive = {g for g in alive if running.get(g, True)}
     return alive
 
 
-def _group_states() -> Optional[dict[int, bool]]:
-    """Each process group listed in /proc, and whether one of its processes is more than a zombie
-    (None without /proc)."""
+def _running_members(pgids: set[int]) -> Optional[dict[int, bool]]:
+    """Each group of ``pgids`` that /proc lists, and whether a process of it still counts as
+    running (see _alive_groups); None without /proc."""
     try:
         names = os.listdir("/proc")
     except OSError:
         return None
+    me = os.getpid()
     groups: dict[int, bool] = {}
     for name in names:
         if not name.isdigit():
@@ -371,11 +373,21 @@ def _group_states() -> Optional[dict[int, bool]]:
             with open(f"/proc/{name}/stat", "rb") as fh:
                 stat = fh.read()
             # The command name (field 2) is in parentheses and may hold spaces or ")".
-            state, _ppid, pgrp = stat[stat.rindex(b")") + 2 :].split()[:3]
-            group = int(pgrp)
+            state, parent, group = stat[stat.rindex(b")") + 2 :].split()[:3]
+            ppid, pgrp = int(parent), int(group)
         except (OSError, ValueError):
             continue  # it ended while we looked
-        groups[group] = groups.get(group, False) or state not in (b"Z", b"X")
+        if pgrp not in pgids:
+            continue
+        pid = int(name)
+        running = state not in (b"Z", b"X")
+        if not running and ppid == me:
+            if pid == pgrp:
+                running = True  # the leader: its Popen reaps it
+            else:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+        groups[pgrp] = groups.get(pgrp, False) or running
     return groups
 
 

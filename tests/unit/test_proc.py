@@ -265,32 +265,64 @@ def test_a_cancelled_scope_stops_its_children_and_starts_no_more() -> None:
     assert box["second"].returncode is None
 
 
-ZOMBIE_GROUP = """
-import ctypes, os, signal, subprocess, time
-from envkit import _proc
-assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+# A subreaper (prctl PR_SET_CHILD_SUBREAPER) that never reaps: the orphan of the group it started
+# (sh's background sleep, sh killed first) stays its zombie. It prints the group and the orphan.
+SUBREAPER = """
+import ctypes, os, signal, subprocess, sys, time
+assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
 group = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; wait"], stdout=subprocess.PIPE, start_new_session=True)
-grandchild = int(group.stdout.readline())
-print(_proc._alive_groups([group.pid]) == {group.pid})
-os.killpg(group.pid, signal.SIGKILL)
+orphan = int(group.stdout.readline())
+group.kill()
 group.wait()
-while open(f"/proc/{grandchild}/stat").read().rsplit(") ", 1)[1][0] != "Z":
+os.kill(orphan, signal.SIGKILL)
+while open(f"/proc/{orphan}/stat").read().rsplit(") ", 1)[1][0] != "Z":
     time.sleep(0.01)
-os.killpg(group.pid, 0)  # the zombie still answers
-print(_proc._alive_groups([group.pid]) == set())
-os.waitpid(grandchild, 0)
+os.killpg(group.pid, 0)  # the zombie still answers for its group
+print(group.pid, orphan, flush=True)
 """
+LINUX_ONLY = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="a subreaper and /proc are Linux's"
+)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper and /proc are Linux's")
-def test_a_group_left_with_only_zombies_counts_as_gone() -> None:
+@LINUX_ONLY
+def test_a_group_left_with_another_process_s_zombie_counts_as_gone() -> None:
     # A grandchild whose parent died first is a zombie until init reaps it: this machine kind's init
-    # took ~1 s, and envkit as a container's PID 1 never does. killpg(0) still answers for it, so each
-    # cancelled detector waited out SIGTERM's grace and SIGKILL's (1 s) for nothing. Here a subreaper
-    # that never reaps (prctl PR_SET_CHILD_SUBREAPER, in a process of its own) plays that init.
-    result = run([PY, "-c", ZOMBIE_GROUP], timeout=60)
+    # took ~1 s, and killpg(0) still answered for it, so each cancelled detector waited out
+    # SIGTERM's grace and SIGKILL's (1 s) for nothing. Here a subreaper plays that slow init.
+    from envkit._proc import _alive_groups
+
+    init = subprocess.Popen(
+        [PY, "-c", SUBREAPER + "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert init.stdout is not None
+        pgid, _orphan = map(int, init.stdout.readline().split())
+        os.killpg(pgid, 0)  # still listed
+        assert _alive_groups([pgid]) == set()
+    finally:
+        init.communicate(timeout=30)
+
+
+@LINUX_ONLY
+def test_envkit_reaps_an_orphan_handed_to_it_and_waits_for_its_own_leader() -> None:
+    # envkit as a container's PID 1 (or a subreaper) inherits the orphans: nobody else reaps them.
+    # Its own group leader is left to its Popen, which keeps the exit status: a cancel returned
+    # while the leader was still an unreaped zombie (test_watch saw the stand-in "alive").
+    code = SUBREAPER + (
+        "from envkit._proc import _alive_groups\n"
+        "print(_alive_groups([group.pid]) == set())\n"
+        "print(not os.path.exists(f'/proc/{orphan}'))  # reaped\n"
+        "leader = subprocess.Popen(['true'], start_new_session=True)\n"
+        "while open(f'/proc/{leader.pid}/stat').read().rsplit(') ', 1)[1][0] != 'Z':\n"
+        "    time.sleep(0.01)\n"
+        "print(_alive_groups([leader.pid]) == {leader.pid})\n"
+        "leader.wait()\n"
+        "print(_alive_groups([leader.pid]) == set())\n"
+    )
+    result = run([PY, "-c", code], timeout=60)
     assert result.ok, result.stderr
-    assert result.stdout.split() == ["True", "True"]
+    assert result.stdout.split()[2:] == ["True"] * 4
 
 
 def test_a_child_starts_with_sigint_and_sigterm_unblocked() -> None:
