@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Callable, Final, Optional, Protocol, Union
 
-from envkit._signals import deferred_signals
+from envkit._signals import deferred_signals, ignore_interrupts
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
@@ -299,6 +299,11 @@ def _close_lifeline(wait: float = 2.0) -> None:
 
 def _at_exit() -> None:
     global _CLOSED
+    # The command is over and its exit status decided: a SIGHUP or SIGTERM now (while the groups
+    # are stopped or the lifeline is awaited, up to 2 s) was raised here as Hangup or Terminated,
+    # and Python printed "Exception ignored in atexit callback" with a traceback (test_fuzz's
+    # signals case, once in a land).
+    ignore_interrupts()
     with _LOCK:
         _CLOSED = True
     terminate_all()

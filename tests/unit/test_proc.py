@@ -325,6 +325,25 @@ def test_envkit_reaps_an_orphan_handed_to_it_and_waits_for_its_own_leader() -> N
     assert result.stdout.split()[2:] == ["True"] * 4
 
 
+def test_a_signal_while_envkit_cleans_up_at_exit_is_ignored() -> None:
+    # The lifeline is awaited at exit (up to 2 s); a SIGHUP then was raised as Hangup inside the
+    # atexit callback: a traceback on stderr after the command had finished.
+    code = (
+        "import os, signal, time\n"
+        "from envkit import _proc, _signals\n"
+        "_signals.sigterm_interrupts()\n"
+        "assert _proc.run(['true'], timeout=10).ok  # the lifeline runs\n"
+        "close = _proc._close_lifeline\n"
+        "def slow_close():\n"
+        "    os.kill(os.getpid(), signal.SIGHUP)\n"
+        "    time.sleep(0.1)\n"
+        "    close()\n"
+        "_proc._close_lifeline = slow_close\n"
+    )
+    result = run([PY, "-c", code], timeout=60)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
 def test_a_child_starts_with_sigint_and_sigterm_unblocked() -> None:
     # The start is guarded against Ctrl-C/SIGTERM (deferred until the child is registered), but a
     # blocked signal mask would be inherited through fork and exec: such a child could not be asked
