@@ -235,6 +235,21 @@ def check_gfx_arch(facts: Facts) -> CheckResult:
         )
     missing = [g for g in gpus if g.arch not in built]
     listing = f"gfx targets ({origin}): {' '.join(built)}"
+    override = _override(facts)
+    if missing and override is not None and override[1] in built:
+        setting, target = override
+        return CheckResult(
+            cid,
+            Status.WARN,
+            f"{', '.join(sorted({g.arch or '' for g in missing}))} is not in {name}'s gfx targets; it runs "
+            f"as {target} through HSA_OVERRIDE_GFX_VERSION={setting}",
+            detail=join_lines(
+                listing,
+                "the override makes the ROCm runtime load another target's code: AMD's unofficial "
+                "stopgap, untested, and kernels the two targets differ in may fail or be wrong",
+            ),
+            fix=plan_fix(facts, k),
+        )
     if missing:
         labels = [f"GPU {g.index} ({g.name or 'AMD GPU'}, {g.arch})" for g in missing]
         return CheckResult(
@@ -245,6 +260,16 @@ def check_gfx_arch(facts: Facts) -> CheckResult:
             fix=plan_fix(facts, k),
         )
     return CheckResult(cid, Status.PASS, f"every AMD GPU is in {name}'s gfx targets", detail=listing)
+
+
+def _override(facts: Facts) -> Optional[tuple[str, str]]:
+    """HSA_OVERRIDE_GFX_VERSION ("11.0.0") and the gfx target it makes the runtime report (gfx1100;
+    the stepping is one hex digit: 9.0.10 is gfx90a), or None."""
+    setting = facts.host.env.get("HSA_OVERRIDE_GFX_VERSION", "").strip()
+    parts = setting.split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts) or int(parts[2]) > 15 or int(parts[1]) > 9:
+        return None
+    return setting, f"gfx{int(parts[0])}{int(parts[1])}{int(parts[2]):x}"
 
 
 def _xpu_arch(facts: Facts, name: str) -> CheckResult:

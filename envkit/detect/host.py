@@ -56,6 +56,11 @@ _ENV_NAMES: Final = frozenset(
         "SLURM_JOB_ID",
         "SLURM_JOB_GPUS",
         "GPU_DEVICE_ORDINAL",
+        # ROCm's: the gfx target the runtime reports instead of the GPU's own (torch.gfx_arch), and
+        # the GPUs HIP / the ROCm runtime may use.
+        "HSA_OVERRIDE_GFX_VERSION",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
         "CC",
         "CXX",
         "TRITON_CACHE_DIR",

@@ -151,3 +151,26 @@ def test_xpu_torch_older_than_the_family_warns() -> None:
     assert result.status is Status.WARN and "2.6" in result.summary
     new = dataclasses.replace(old, torch=torch("2.6.0+xpu"))
     assert check_gfx_arch(new).status is Status.PASS
+
+
+def test_hsa_override_gfx_version_runs_a_gfx_target_the_build_lacks() -> None:
+    # A Radeon 780M (gfx1103) or RX 6700 XT (gfx1031) with HSA_OVERRIDE_GFX_VERSION=11.0.0 / 10.3.0,
+    # the stopgap AMD's own forums and ROCm issues give (ROCm/MIOpen#3096 sets 10.3.0): the runtime
+    # reports gfx1100 / gfx1030, which the wheels carry. It was a failure ('has no code'); it is a
+    # warning that says what runs.
+    from envkit.detect.host import relevant_env
+    from envkit.facts import HostFacts
+
+    apu = VendorFacts(
+        "amd", gpus=(AccelGpu(0, "AMD Radeon 780M", None, "0x15bf", "gfx1103"),), sources=("sysfs",)
+    )
+    base = Facts(python=PYTHON, amd=apu, torch=ROCM_TORCH)
+    assert check_gfx_arch(base).status is Status.FAIL
+    env = relevant_env({"HSA_OVERRIDE_GFX_VERSION": "11.0.0", "HOME": "/root"})
+    assert env == {"HSA_OVERRIDE_GFX_VERSION": "11.0.0"}
+    result = check_gfx_arch(dataclasses.replace(base, host=HostFacts(env=env)))
+    assert result.status is Status.WARN and "HSA_OVERRIDE_GFX_VERSION=11.0.0" in result.summary
+    assert "gfx1100" in result.summary
+    # An override to a target the build lacks too is still the failure.
+    env = {"HSA_OVERRIDE_GFX_VERSION": "9.4.1"}
+    assert check_gfx_arch(dataclasses.replace(base, host=HostFacts(env=env))).status is Status.FAIL
