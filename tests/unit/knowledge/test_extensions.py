@@ -154,3 +154,11 @@ def test_pyg_lib_wheels_follow_its_build_matrix() -> None:
     assert {t for t, _c, _p in pairs} == {"2.10", "2.11", "2.12", "2.13"}
     assert ("2.12", "cu132", "linux-aarch64") in pairs and ("2.11", "cu128", "windows-x86_64") in pairs
     assert ("2.12", "cu128", "linux-x86_64") not in pairs and ("2.10", "cpu", "macos-arm64") in pairs
+
+
+def test_torchao_rows_follow_its_compatibility_list() -> None:
+    # pytorch/ao:torchao/__init__.py@d94bb192966a (v0.14.1): 0.13.0 and 0.14.0 built against torch
+    # 2.8.0, 0.14.1 against 2.9.0; 0.14.0 (on PyPI since 2025-10-13) was missing from the rows.
+    ao = load_extensions()["torchao"]
+    built = {str(r.version): [str(t) for w in r.wheels for t in w.torch] for r in ao.releases}
+    assert built["0.14.0"] == ["2.8.0"] and built["0.14.1"] == ["2.9.0"] and built["0.13.0"] == ["2.8.0"]
