@@ -7,11 +7,12 @@ probes folder is their sys.path[0], so they import this module by name.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import time
-import traceback
 from typing import Any, Callable, Dict, List, Tuple
+
+# statistics and traceback (~5 ms of imports) are imported where they are used: the environment
+# probe that every `envkit doctor` waits for needs neither.
 
 
 def read_args() -> Tuple[str, Dict[str, Any]]:
@@ -33,6 +34,8 @@ def emit(marker: str, data: Dict[str, Any]) -> None:
 
 def error_text(exc: BaseException, lines: int = 6) -> str:
     """The exception's last lines: enough to classify it, short enough to show."""
+    import traceback
+
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     return "\n".join(text.splitlines()[-lines:])
 
@@ -67,6 +70,8 @@ def median_seconds(
 ) -> float:
     """The median wall time of ``iters`` calls of ``fn`` (each followed by ``sync``), after
     ``warmup`` untimed ones."""
+    import statistics
+
     for _ in range(warmup):
         fn()
         sync()
@@ -105,6 +110,8 @@ def compare_speed(
     the two, so that a clock or a neighbour that changes mid-run weighs on both alike. The speedup
     is the median of the per-sample ratios, its spread half their interquartile range; a figure
     whose spread is not smaller than itself is no result (``speedup_ok`` False)."""
+    import statistics
+
     for _ in range(warmup):
         base()
         other()
