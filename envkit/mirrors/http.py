@@ -21,7 +21,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Optional
+from typing import TYPE_CHECKING, Any, Callable, Final, Optional, TypeVar
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -33,7 +33,20 @@ from envkit.redact import redact
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["Auth", "FetchJob", "ProbeResult", "fetch", "has_wheel", "redact", "run_jobs", "split_credentials"]
+__all__ = [
+    "Auth",
+    "FetchJob",
+    "ProbeResult",
+    "bounded_map",
+    "fetch",
+    "has_wheel",
+    "redact",
+    "run_jobs",
+    "split_credentials",
+]
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 # The most of a page read when looking for a wheel. The first matching anchor usually comes early;
 # the cap only bounds a huge or endless body.
@@ -175,16 +188,24 @@ def fetch(job: FetchJob, timeout: float) -> ProbeResult:
         return done(False, None, _why(exc, timeout, host))
 
 
-def run_jobs(
-    jobs: Sequence[FetchJob], *, timeout: float, concurrency: int = 16, total: Optional[float] = None
-) -> list[ProbeResult]:
-    """Fetch every job in daemon threads; one result per job, in order, within ``total`` seconds
-    (default 2 x timeout) even when a server trickles its answer byte by byte."""
-    budget = 2 * timeout if total is None else total
-    deadline = time.monotonic() + budget
-    results: list[Optional[ProbeResult]] = [None] * len(jobs)
-    started: list[Optional[float]] = [None] * len(jobs)
-    queue = iter(range(len(jobs)))
+def bounded_map(
+    work: Callable[[_T, float], _R],
+    items: Sequence[_T],
+    *,
+    timeout: float,
+    deadline: float,
+    concurrency: int,
+    on_error: Callable[[_T, Exception], _R],
+    name: str,
+) -> tuple[list[Optional[_R]], list[Optional[float]]]:
+    """``work(item, seconds)`` for every item, ``concurrency`` at a time in daemon threads, until
+    ``deadline`` (a time.monotonic() value): the results in the items' order (None for one not done
+    by then) and when each began (None: never begun). A thread still reading at the deadline is
+    left behind, never waited for: a server that trickles its answer byte by byte cannot hold envkit
+    past its deadline. An exception is its item's result (``on_error``), never a dead thread."""
+    results: list[Optional[_R]] = [None] * len(items)
+    started: list[Optional[float]] = [None] * len(items)
+    queue = iter(range(len(items)))
     cond = threading.Condition()
 
     def worker() -> None:
@@ -196,22 +217,38 @@ def run_jobs(
                     return
                 started[i] = now
             try:
-                result = fetch(jobs[i], min(timeout, deadline - now))
-            except Exception as exc:  # noqa: BLE001 - a probe's failure is its result, never a dead thread
-                result = ProbeResult(
-                    jobs[i].name, jobs[i].shown, False, None, 0.0, redact(f"probe failed: {exc!r}")
-                )
+                result = work(items[i], min(timeout, max(0.1, deadline - now)))
+            except Exception as exc:  # noqa: BLE001 - a failure is the item's result
+                result = on_error(items[i], exc)
             with cond:
                 results[i] = result
                 cond.notify_all()
 
-    for n in range(min(concurrency, len(jobs))):
-        threading.Thread(target=worker, name=f"envkit-mirror-probe-{n}", daemon=True).start()
+    for n in range(min(concurrency, len(items))):
+        threading.Thread(target=worker, name=f"{name}-{n}", daemon=True).start()
     with cond:
         while any(r is None for r in results) and (left := deadline - time.monotonic()) > 0:
             cond.wait(left)
-        final = list(results)
-        begun = list(started)
+        return list(results), list(started)
+
+
+def run_jobs(
+    jobs: Sequence[FetchJob], *, timeout: float, concurrency: int = 16, total: Optional[float] = None
+) -> list[ProbeResult]:
+    """Fetch every job in daemon threads; one result per job, in order, within ``total`` seconds
+    (default 2 x timeout) even when a server trickles its answer byte by byte."""
+    budget = 2 * timeout if total is None else total
+    final, begun = bounded_map(
+        fetch,
+        jobs,
+        timeout=timeout,
+        deadline=time.monotonic() + budget,
+        concurrency=concurrency,
+        on_error=lambda job, exc: ProbeResult(
+            job.name, job.shown, False, None, 0.0, redact(f"probe failed: {exc!r}")
+        ),
+        name="envkit-mirror-probe",
+    )
     now = time.monotonic()
     out = []
     for job, result, t0 in zip(jobs, final, begun):

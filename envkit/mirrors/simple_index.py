@@ -11,7 +11,6 @@ with one clear error. ``ENVKIT_PYTORCH_INDEX`` points envkit at a copy of downlo
 
 from __future__ import annotations
 
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Final, Optional
 
 from envkit import __version__
 from envkit.errors import NoBuildError, WayOut
+from envkit.mirrors.http import bounded_map
 from envkit.redact import redact
 from envkit.resolve.channels import COMPANIONS, ChannelIndex, IndexWheel, PreChannel, channel_index, wheel_of
 from envkit.resolve.plan import PYTORCH_INDEX
@@ -120,31 +120,15 @@ def _get(url: str, timeout: float) -> _Page:
 
 def _read_all(urls: Sequence[str], *, timeout: float, total: float, concurrency: int = 8) -> list[_Page]:
     """Every page, ``concurrency`` at a time in daemon threads, within ``total`` seconds."""
-    deadline = time.monotonic() + total
-    results: list[Optional[_Page]] = [None] * len(urls)
-    queue = iter(range(len(urls)))
-    done = threading.Condition()
-
-    def worker() -> None:
-        while True:
-            with done:
-                i = next(queue, None)
-            if i is None or time.monotonic() >= deadline:
-                return
-            try:
-                page = _get(urls[i], min(timeout, max(0.1, deadline - time.monotonic())))
-            except Exception as exc:  # noqa: BLE001 - a read's failure is its result, never a dead thread
-                page = _Page(redact(urls[i]), None, error=redact(f"read failed: {exc!r}"))
-            with done:
-                results[i] = page
-                done.notify_all()
-
-    for n in range(min(concurrency, len(urls))):
-        threading.Thread(target=worker, name=f"envkit-channel-read-{n}", daemon=True).start()
-    with done:
-        while any(r is None for r in results) and (left := deadline - time.monotonic()) > 0:
-            done.wait(left)
-        final = list(results)
+    final, _begun = bounded_map(
+        _get,
+        urls,
+        timeout=timeout,
+        deadline=time.monotonic() + total,
+        concurrency=concurrency,
+        on_error=lambda url, exc: _Page(redact(url), None, error=redact(f"read failed: {exc!r}")),
+        name="envkit-channel-read",
+    )
     return [r or _Page(redact(u), None, error=f"timed out after {total:.0f} s") for u, r in zip(urls, final)]
 
 

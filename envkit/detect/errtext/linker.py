@@ -166,24 +166,17 @@ def _provider(symbol: Optional[str], library: Optional[str]) -> tuple[Optional[s
 def find_load_failures(text: str) -> tuple[LoadFailure, ...]:
     """Every loader failure in ``text`` (a blob: whitespace collapsed), each once, in order."""
     found: dict[tuple[str, str, Optional[str]], LoadFailure] = {}
-    if "undefined symbol" in text:
-        for m in _UNDEFINED_RE.finditer(text):
+    # glibc's two wordings of a symbol the loader could not bind: "undefined symbol: S, version V"
+    # and "symbol S version V not defined in file F with link time reference".
+    for marker, pattern in (
+        ("undefined symbol", _UNDEFINED_RE),
+        ("with link time reference", _NOT_DEFINED_RE),
+    ):
+        if marker not in text:
+            continue
+        for m in pattern.finditer(text):
             symbol = _trim(m.group("symbol"))
             version = _trim(m.group("version")) if m.group("version") else None
-            provider, needs = _provider(symbol, version)
-            failure = LoadFailure(
-                "undefined_symbol",
-                _trim(m.group("file")),
-                symbol=symbol,
-                library=version,
-                package=owner(m.group("file")),
-                provider=provider,
-                needs=needs,
-            )
-            found.setdefault((failure.kind, failure.file, symbol), failure)
-    if "with link time reference" in text:
-        for m in _NOT_DEFINED_RE.finditer(text):
-            symbol, version = _trim(m.group("symbol")), _trim(m.group("version"))
             provider, needs = _provider(symbol, version)
             failure = LoadFailure(
                 "undefined_symbol",
