@@ -476,6 +476,8 @@ def _resolve(k: Knowledge, target: Target, request: Request) -> Plan:
 
             return ext_rule.with_extensions(plan, chosen.release, chosen.variant, request)
     summary, reasons = _no_build_reasons(target, request, admitted, candidates)
+    if not candidates:
+        reasons += _no_vendor_build(k, target, request)
     if request.extensions:
         from envkit.resolve import extensions as ext_rule
 
@@ -706,6 +708,23 @@ def _no_build_reasons(
                 RejectedBuild(f"torch {span} ({len(versions)} releases)", rule, what, count=len(versions))
             )
     return summary, tuple(reasons)
+
+
+def _no_vendor_build(k: Knowledge, target: Target, request: Request) -> tuple[RejectedBuild, ...]:
+    """Why nothing was even considered for AMD or Intel GPUs: the channel (or the releases) has no
+    build of their kind on the platform, and other vendors' builds are left out for them."""
+    kind = "rocm" if target.has_amd else "xpu" if target.has_intel else None
+    if kind is None:
+        return ()
+    builds = sorted({v for r in k.releases for v in r.variants.get(target.platform, ())})
+    where = (
+        f"the {request.prerelease.channel} channel has"
+        if request.prerelease is not None
+        else "the releases have"
+    )
+    what = {"rocm": "ROCm", "xpu": "XPU"}[kind]
+    reason = f"{where} no {what} build for {target.platform} (its builds: {', '.join(builds) or 'none'})"
+    return (RejectedBuild(f"torch+{kind}", "platform", reason),)
 
 
 def _nightly_way(

@@ -172,3 +172,13 @@ def test_variants_worth_reading() -> None:
     newest = max(tabled, key=lambda v: int(v[2:]))
     assert f"cu{int(newest[2:]) + 1}" in found  # a nightly often has the next CUDA first
     assert not any(v.startswith("rocm") for v in variants_to_read(K, "macos-arm64"))
+
+
+def test_a_channel_without_the_vendors_build_says_so(served: str) -> None:
+    # The test channel served here has cu130 only: for an MI300X, `envkit resolve --test` said
+    # 'no torch build fits' with no reason at all (the CUDA builds are left out for AMD GPUs).
+    result = runner.invoke(
+        cli.app, ["resolve", "--test", "--gpu", "MI300X", "--python", "3.12", "--platform", "linux-x86_64"]
+    )
+    assert result.exit_code == 3
+    assert "has no ROCm build for linux-x86_64 (its builds: cu130)" in result.stderr
