@@ -30,6 +30,7 @@ from envkit.create.prepare import CreateRequest
 from envkit.errors import InputError
 from envkit.resolve.plan import PlanFlags
 from envkit.system import System
+from tests.conftest import make_venv
 
 CPU = PlanFlags(torch="2.13.0", cuda="cpu", python="3.11", platform="linux-x86_64", no_gpu=True)
 CLI_FLAGS = (
@@ -198,7 +199,7 @@ def test_force_never_replaces_a_project_with_a_venv_in_its_root(tmp_path: Path) 
     # `python -m venv .` in a project without .git, then `create x --prefix . --force`: wiped src/.
     project = tmp_path / "project"
     project.mkdir()
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(project)], check=True)
+    make_venv(project)  # what `python -m venv --without-pip .` writes
     (project / "src").mkdir()
     (project / "src" / "train.py").write_text("print('my work')\n")
     (project / "README.md").write_text("mine\n")
