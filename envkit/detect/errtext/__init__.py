@@ -41,6 +41,7 @@ from envkit.versions import parse_compute_capability, parse_version
 
 if TYPE_CHECKING:
     from envkit.detect.torch_messages import TorchMessages
+    from envkit.versions import Version
 
 __all__ = ["READS", "SOURCE", "TextReading", "read_error_text", "with_error_text"]
 
@@ -195,6 +196,26 @@ def _gpus(listings: Listings) -> tuple[GpuFacts, ...]:
     return tuple(gpus)
 
 
+# The CUDA in a conda pytorch build string: the pytorch channel's "py3.11_cuda12.4_cudnn9.1.0_0",
+# conda-forge's "cuda126_generic_py311_h…" / "cuda120_py311h…"; "cpu_…", "py3.11_cpu_0": none.
+_CONDA_CUDA_RE: Final = re.compile(r"(?:^|_)cuda(?:(?P<dotted>\d+\.\d+)|(?P<digits>\d{3}))(?:_|$)")
+
+
+def conda_build_cuda(build: str) -> Optional[Version]:
+    """The CUDA a conda pytorch build was made with, from its build string; None for a CPU build.
+
+    >>> conda_build_cuda("py3.11_cuda12.4_cudnn9.1.0_0"), conda_build_cuda("cuda126_generic_py311_h1")
+    (<Version('12.4')>, <Version('12.6')>)
+    >>> conda_build_cuda("py3.11_cpu_0") is None
+    True
+    """
+    found = _CONDA_CUDA_RE.search(build or "")
+    if found is None:
+        return None
+    digits = found.group("digits")
+    return parse_version(found.group("dotted") or f"{digits[:-1]}.{digits[-1]}")
+
+
 def _torch_from(listings: Listings, messages: TorchMessages) -> TorchFacts:
     dists = tuple(sorted(listings.distributions.values(), key=lambda d: d.name))
     version = next((d.version for d in dists if d.name == "torch"), None)
@@ -208,6 +229,9 @@ def _torch_from(listings: Listings, messages: TorchMessages) -> TorchFacts:
     ):
         digits = version.local[2:]
         cuda = parse_version(f"{digits[:-1]}.{digits[-1]}")  # cu121 -> 12.1, cu130 -> 13.0
+    conda_torch = next((p for p in listings.conda if p.name == "pytorch"), None)
+    if cuda is None and conda_torch is not None:
+        cuda = conda_build_cuda(conda_torch.build)
     deep = None
     available = listings.xformers.get("pytorch.cuda")
     if available in ("available", "unavailable"):
@@ -227,6 +251,9 @@ def _from_listings(listings: Listings, messages: TorchMessages, flat: str) -> Fa
     gpus = _gpus(listings)
     torch = _torch_from(listings, messages)
     py_version = python_version_in_paths(flat)
+    # A `conda list` names the environment's Python ("python  3.11.9  h955ad1f_0").
+    conda_python = next((p.version for p in listings.conda if p.name == "python"), None)
+    py_version = py_version or conda_python
     arch = _PLATFORM_RE.search(flat)
     python = None
     if py_version is not None or arch is not None:

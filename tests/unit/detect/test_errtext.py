@@ -322,6 +322,21 @@ def test_pip_freeze_and_conda_list() -> None:
     ]
 
 
+def test_a_conda_list_names_torchs_cuda_and_the_python() -> None:
+    # The pytorch channel's build string carries its CUDA ("py3.11_cuda12.4_cudnn9.1.0_0"): read as a
+    # CPU torch, doctor's torch.extensions blamed vllm and xformers for "torch 2.5.1+cpu".
+    text = (
+        "# packages in environment at /opt/conda/envs/llm:\n#\n# Name Version Build Channel\n"
+        "python  3.11.9  h955ad1f_0\npytorch  2.5.1  py3.11_cuda12.4_cudnn9.1.0_0  pytorch\n"
+        "xformers  0.0.28.post3  pypi_0  pypi\n"
+    )
+    facts = read_error_text(text).facts
+    assert facts.torch.version == Version("2.5.1") and facts.torch.cuda == Version("12.4")
+    assert facts.python is not None and facts.python.version == Version("3.11.9")
+    cpu = text.replace("py3.11_cuda12.4_cudnn9.1.0_0", "py3.11_cpu_0")
+    assert read_error_text(cpu).facts.torch.cuda is None
+
+
 def test_xformers_info() -> None:
     text = (
         "xFormers 0.0.28.post1\nmemory_efficient_attention.cutlassF-pt:       available\n"
