@@ -252,7 +252,16 @@ def detect_amd(system: System) -> VendorFacts:
     sources = (["sysfs"] if nodes else []) + list(tools.sources)
     driver_version = (module or "").strip()[:64] or tools.driver_version
     if gpus and not module and loaded:
-        notes.append("amdgpu is the kernel's own driver (no /sys/module/amdgpu/version)")
+        # The kernel's own amdgpu: what AMD's tools call its version is the kernel's, which a plain
+        # kernel spells like a DKMS module ("6.12.12" would read as ROCm 6.4's driver). Not a
+        # driver version then.
+        said = (
+            f"; AMD's tools report the kernel's version, {tools.driver_version}"
+            if tools.driver_version
+            else ""
+        )
+        notes.append(f"amdgpu is the kernel's own driver (no /sys/module/amdgpu/version){said}")
+        driver_version = None
     return VendorFacts(
         vendor="amd",
         gpus=tuple(gpus),

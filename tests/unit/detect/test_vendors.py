@@ -116,6 +116,26 @@ def test_amdgpu_module_version_and_host_rocm(machine: MachineBuilder, tmp_path: 
     assert facts.driver_version == "6.12.12" and str(facts.runtime) == "6.4.1"
 
 
+def test_the_in_tree_amdgpus_kernel_version_is_not_a_dkms_version(
+    machine: MachineBuilder, tmp_path: Path
+) -> None:
+    # amdgpu loaded without /sys/module/amdgpu/version is the kernel's own driver; amd-smi then reports
+    # the kernel's version as DRIVER VERSION. A plain kernel 6.12.12 was read as AMD's DKMS module
+    # 6.12.12, ROCm 6.4's kernel driver (driver.amd: "ROCm 6.4's kernel driver").
+    from envkit.checks.vendors import check_amd_driver
+    from envkit.facts import Facts
+
+    root = recorded_root("mi210-x8", tmp_path)
+    (root / "sys/module/amdgpu").mkdir(parents=True)
+    machine.program(
+        "amd-smi", (AMD / "amd-smi-static-mi300a-x4.txt").read_text().replace("6.9.0-rc5+", "6.12.12")
+    )
+    facts = detect_amd(system_at(root, machine))
+    assert facts.driver_version is None
+    assert any("6.12.12" in n and "kernel's own" in n for n in facts.notes)
+    assert "ROCm 6.4" not in check_amd_driver(Facts(amd=facts)).summary
+
+
 def test_no_amd_gpu_costs_no_process(machine: MachineBuilder) -> None:
     calls: list[object] = []
 
