@@ -231,3 +231,13 @@ def test_bitsandbytes_on_an_mi300x_takes_its_rocm_library() -> None:
     )
     with pytest.raises(NoBuildError, match=r"bitsandbytes 0\.48\.2 has no wheel for rocm"):
         resolve(K, mi300x, with_("bitsandbytes==0.48.2"))
+
+
+def test_pyg_packages_on_a_mac_take_the_cpu_page_without_a_local_version() -> None:
+    # rusty1s/pytorch_scatter:README.md@3d10cdc83839 (PyTorch 2.8: macOS cpu ✅), building.yml there
+    # (macos-14; 'Set version' skipped on macOS, so the wheel is plain 2.1.2 on torch-2.8.0+cpu.html).
+    mac = Target(platform="macos-arm64", driver=None, gpus=(), python=Version("3.12"))
+    picks = {p.name: p for p in resolve(K, mac, with_("torch-scatter", "torch-sparse")).extensions}
+    assert picks["torch-scatter"].requirement == "torch-scatter==2.1.2"
+    assert picks["torch-sparse"].requirement == "torch-sparse==0.6.18"
+    assert picks["torch-scatter"].index == "https://data.pyg.org/whl/torch-2.7.0+cpu.html"
