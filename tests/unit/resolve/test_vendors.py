@@ -192,3 +192,12 @@ def test_rtx_5090_on_570_lists_every_newer_build_it_passed_over() -> None:
     explicit = plan(t, cuda="cu129")
     assert name(explicit) == "2.13.0+cu129"
     assert any("install matrix" in w for w in explicit.warnings)
+
+
+def test_battlemage_g31_device_ids_are_bmg() -> None:
+    # Arc Pro B70 / B65 (BMG-G31): 0xE220-0xE222 follow the G21 ids in the kernel's INTEL_BMG_IDS
+    # (include/drm/intel/pciids.h, as the dri-devel patch fixing INTEL_BMG_IDS quotes it); a B70's
+    # sysfs id was 'not a GPU torch's XPU build supports', and the plan the CPU build.
+    for device in ("0xe220", "0xe221", "0xe222"):
+        found = K.vendors.intel_by_device(device)
+        assert found is not None and found.family == "bmg"
