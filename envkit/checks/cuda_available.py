@@ -128,6 +128,10 @@ def check_torch_cuda_available(facts: Facts) -> CheckResult:
         return _rocm(facts)
     build = torch.cuda_build
     if build is False:
+        if local.startswith("xpu"):
+            return CheckResult(
+                ID, Status.SKIP, f"torch {torch.version} is an XPU build: torch.xpu, not CUDA, is its GPU API"
+            )
         return CheckResult(
             ID, Status.SKIP, f"torch {torch.version or ''} is a CPU-only build; CUDA is not expected"
         )

@@ -62,7 +62,16 @@ def check_torch_installed(facts: Facts) -> CheckResult:
             fix=plan_fix(facts),  # the resolver's plan for this machine
         )
     label = f"torch {torch.version or '(unknown version)'}"
-    build = f"CUDA {torch.cuda}" if torch.cuda else f"ROCm {torch.hip}" if torch.hip else "CPU-only"
+    xpu = torch.version is not None and (torch.version.local or "").startswith("xpu")
+    build = (
+        f"CUDA {torch.cuda}"
+        if torch.cuda
+        else f"ROCm {torch.hip}"
+        if torch.hip
+        else "XPU"
+        if xpu
+        else "CPU-only"
+    )
     if torch.cuda is None and torch.cuda_build:
         build = "a CUDA build"  # torch's own messages say so; its CUDA version is not in the text
     elif torch.cuda_build is None:

@@ -98,7 +98,8 @@ def _facts_lines(facts: Facts) -> list[str]:
         lines.append(f"{version} {py.executable} (chosen by {py.selected_by})")
     torch = facts.torch
     if torch.installed:
-        build = f"CUDA {torch.cuda}" if torch.cuda else "ROCm" if torch.hip else "CPU"
+        xpu = torch.version is not None and (torch.version.local or "").startswith("xpu")
+        build = f"CUDA {torch.cuda}" if torch.cuda else "ROCm" if torch.hip else "XPU" if xpu else "CPU"
         lines.append(f"torch {torch.version or '?'} ({build})")
     if torch.deep is not None:  # what --deep asked for is shown without -v
         lines.append(_deep_line(torch.deep))

@@ -259,3 +259,16 @@ def test_a_cuda_build_on_an_amd_machine_is_torch_gpu_vendors_finding() -> None:
     cuda = TorchFacts(version=Version("2.5.1+cu124"), cuda=Version("12.4"), deep=deep(False))
     result = check_torch_cuda_available(paste(cuda, amd=mi300x))
     assert result.status is Status.SKIP and "torch.gpu_vendor" in result.summary
+
+
+def test_an_xpu_build_is_not_called_cpu_only() -> None:
+    # torch 2.7.1+xpu from a collect_env (pytorch/pytorch#157775's version): torch.installed said
+    # '(CPU-only)', this check 'is a CPU-only build', the header '(CPU)'.
+    from envkit.checks.torch import check_torch_installed
+
+    xpu = TorchFacts(version=Version("2.7.1+xpu"))
+    facts = paste(xpu)
+    assert "XPU" in check_torch_installed(facts).summary
+    assert "CPU" not in check_torch_installed(facts).summary
+    result = check_torch_cuda_available(facts)
+    assert result.status is Status.SKIP and "XPU build" in result.summary and "CPU" not in result.summary
