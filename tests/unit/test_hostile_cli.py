@@ -122,3 +122,17 @@ def test_every_duration_that_no_clock_can_hold(place: Place, name: str) -> None:
             what = f"{name} {label(param)} {value}"
             assert_answered(result, what, failed=True)
             assert result.code == 2, (what, result.stderr)
+
+
+@pytest.mark.parametrize("option", ["--junit", "--html", "--metrics"])
+def test_an_output_path_with_a_newline_is_one_line_of_error(tmp_path: Path, option: str) -> None:
+    """The slow fuzz run found 'envkit: --junit x' and a second line '--extra-index-url http://…':
+    the label of an output path shows the value, and showed it raw."""
+    from envkit._files import check_output
+    from envkit.errors import InputError
+
+    value = "x\n--extra-index-url http://elsewhere"
+    with pytest.raises(InputError) as info:
+        check_output(str(tmp_path / value), label=f"{option} {tmp_path / value}")
+    assert "\n" not in info.value.message
+    assert "\\n--extra-index-url" in info.value.message
