@@ -284,16 +284,10 @@ def check_path(value: str, label: str, *, named: bool = False) -> str:
     characters, no part longer than NAME_MAX bytes and no more than PATH_MAX bytes in all (what
     the file system would refuse with ENAMETOOLONG, said before anything is read or made).
     ``named``: ``label`` shows the value already (``--junit out.xml``). Returns ``value``."""
-    # A label that shows the value already (``--junit out.xml``) shows it escaped and cut too: a
-    # newline in it would start a second line of the one-line error.
-    where = (
-        label.replace(value, _shown(value))
-        if named and value
-        else label
-        if named
-        else f"{label} {_shown(value)}"
-    )
     bad = _control(value)
+    where = label if named else f"{label} {_shown(value)}"
+    if named and bad is not None:  # the label shows the value raw: a newline would start a 2nd line
+        where = label.replace(value, _shown(value))
     if bad is not None:
         raise InputError(f"{where}: holds the control character {bad!r}; not a path envkit takes")
     raw = value.encode("utf-8", "surrogateescape")
