@@ -136,7 +136,7 @@ def test_wsl_nvidia_smi_outside_path(machine) -> None:  # type: ignore[no-untype
 def test_hanging_nvidia_smi_is_bounded(machine) -> None:  # type: ignore[no-untyped-def]
     machine.program("nvidia-smi", "", sleep=30)
     start = time.monotonic()
-    facts = detect_driver(machine.system(deadline=time.monotonic() + 1.0), NO_NVML)
+    facts = detect_driver(machine.system(deadline=time.monotonic() + 0.3), NO_NVML)  # it hangs 30 s
     assert time.monotonic() - start < 5
     assert facts.version is None
     assert any("timed out" in n for n in facts.notes)
