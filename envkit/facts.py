@@ -305,6 +305,9 @@ class DeepTorchFacts:
     version: Optional[Version] = None
     cuda_available: Optional[bool] = None
     device_count: Optional[int] = None
+    # torch.xpu.is_available() of an XPU build (--deep, or collect_env's "Is XPU available"); None
+    # where torch has no XPU runtime or nothing asked.
+    xpu_available: Optional[bool] = None
     arch_list: tuple[str, ...] = ()
     cudnn: Optional[int] = None  # torch.backends.cudnn.version(), e.g. 90100
     nccl: Optional[Version] = None

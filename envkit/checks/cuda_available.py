@@ -16,6 +16,7 @@ import re
 from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.checks._common import deep_hint, fix_lines, join_lines, pip_command, torch_absent
+from envkit.checks.xpu_available import xpu_verdict
 from envkit.report import CheckResult, Status
 
 if TYPE_CHECKING:
@@ -129,9 +130,7 @@ def check_torch_cuda_available(facts: Facts) -> CheckResult:
     build = torch.cuda_build
     if build is False:
         if local.startswith("xpu"):
-            return CheckResult(
-                ID, Status.SKIP, f"torch {torch.version} is an XPU build: torch.xpu, not CUDA, is its GPU API"
-            )
+            return xpu_verdict(facts)  # torch.xpu, not CUDA, is its GPU API
         return CheckResult(
             ID, Status.SKIP, f"torch {torch.version or ''} is a CPU-only build; CUDA is not expected"
         )

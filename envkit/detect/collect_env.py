@@ -465,14 +465,18 @@ def _torch(reader: _Reader, notes: list[str], messages: TorchMessages) -> TorchF
                 hip = local[4:]
             notes.append(f"torch {version} read from the package lines (the paste has no 'PyTorch version')")
     available = _yes_no(reader.value("cuda_available"))
+    # "Is XPU available: True|False" is str(torch.xpu.is_available()) (torch 2.5+; on True the
+    # driver and GPU lines follow it), pytorch/pytorch:torch/utils/collect_env.py get_env_info.
+    xpu = _yes_no(reader.value("xpu"))
     deep = None
-    if available is not None:
+    if available is not None or xpu is not None:
         # collect_env imported torch in the reporting interpreter and asked it, as --deep does
         # (it prints "N/A" where the import failed, so True/False means torch imported).
         deep = DeepTorchFacts(
             ok=True,
             version=version or messages.torch_version,
             cuda_available=available,
+            xpu_available=xpu,
             warnings=tuple(reader.warnings),
         )
     torch = with_messages(

@@ -73,6 +73,7 @@ def parse_deep(data: dict[str, Any]) -> DeepTorchFacts:
         version=parse_version(str(data["version"])) if data.get("version") else None,
         cuda_available=data.get("cuda_available"),
         device_count=data.get("device_count"),
+        xpu_available=data.get("xpu_available") if isinstance(data.get("xpu_available"), bool) else None,
         arch_list=tuple(str(a) for a in data.get("arch_list") or []),
         cudnn=cudnn if isinstance(cudnn, int) else None,
         nccl=parse_version(str(data["nccl"])) if data.get("nccl") else None,

@@ -66,7 +66,20 @@ def describe(torch: Any) -> Dict[str, Any]:
         except Exception:
             info["bf16"] = None
     info["devices"] = devices
+    info["xpu_available"] = _xpu_available(torch)
     return info
+
+
+def _xpu_available(torch: Any) -> Any:
+    """torch.xpu.is_available() where this build has the XPU runtime (torch._C._has_xpu), else None:
+    a CUDA or CPU build answers without asking (cheap, and nothing to say)."""
+    xpu = getattr(torch, "xpu", None)
+    if xpu is None or not getattr(torch._C, "_has_xpu", False):
+        return None
+    try:
+        return bool(xpu.is_available())
+    except Exception:
+        return False
 
 
 if __name__ == "__main__":

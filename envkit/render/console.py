@@ -140,6 +140,8 @@ def _deep_line(deep: DeepTorchFacts) -> str:
     if not deep.ok:
         return f"import torch (--deep): {deep.error or 'failed'}"
     parts = [f"cuda available: {_yes_no(deep.cuda_available)}"]
+    if deep.xpu_available is not None:
+        parts.append(f"xpu available: {_yes_no(deep.xpu_available)}")
     if deep.device_count is not None:
         parts.append(plural(deep.device_count, "device"))
     parts.append("arch list: " + (" ".join(deep.arch_list) or "none"))

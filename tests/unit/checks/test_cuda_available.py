@@ -272,3 +272,100 @@ def test_an_xpu_build_is_not_called_cpu_only() -> None:
     assert "CPU" not in check_torch_installed(facts).summary
     result = check_torch_cuda_available(facts)
     assert result.status is Status.SKIP and "XPU build" in result.summary and "CPU" not in result.summary
+
+
+# pytorch/pytorch#147226's collect_env (torch 2.6.0+xpu on Ubuntu 24.04; torch.xpu.is_available()
+# False with "Failed to initialize XPU devices. The driver may not be installed …"), cut to the lines
+# the reader needs; "Is XPU available" as torch 2.6's collect_env prints it.
+XPU_FALSE = """Collecting environment information...
+PyTorch version: 2.6.0+xpu
+Is debug build: False
+CUDA used to build PyTorch: None
+ROCM used to build PyTorch: N/A
+
+OS: Ubuntu 24.04.2 LTS (x86_64)
+Libc version: glibc-2.39
+
+Python version: 3.10.16 (main, Dec 11 2024, 16:24:50) [GCC 11.2.0] (64-bit runtime)
+Is CUDA available: False
+CUDA runtime version: No CUDA
+GPU models and configuration: No CUDA
+Nvidia driver version: No CUDA
+cuDNN version: No CUDA
+Is XPU available: False
+HIP runtime version: N/A
+
+Versions of relevant libraries:
+[pip3] torch==2.6.0+xpu
+"""
+
+
+def test_an_xpu_build_that_cannot_see_its_gpu_fails_with_intels_fixes() -> None:
+    # Before: 'is an XPU build' SKIP, and collect_env's "Is XPU available: False" went unread.
+    from envkit.detect.collect_env import parse_collect_env
+
+    facts = parse_collect_env(XPU_FALSE)
+    assert facts.torch.deep is not None and facts.torch.deep.xpu_available is False
+    result = check_torch_cuda_available(facts)
+    assert result.status is Status.FAIL, result
+    assert "torch.xpu.is_available() is False" in result.summary
+    fix = result.fix or ""
+    assert "sycl-ls" in fix and "Level Zero" in fix and "render" in fix
+    # 2.6 wheels bring the SYCL runtime: the driver is the requirement (intel.toml, get_start_xpu 2.12).
+    assert "torch 2.6.0 needs the Intel GPU driver with Level Zero" in fix
+    assert "torch==2.6.0 --index-url https://download.pytorch.org/whl/cpu" in fix
+    # 2.5 needs Deep Learning Essentials sourced (get_start_xpu 2.5, 'Software Prerequisite').
+    old = parse_collect_env(XPU_FALSE.replace("2.6.0+xpu", "2.5.1+xpu"))
+    assert "Deep Learning Essentials" in (check_torch_cuda_available(old).fix or "")
+
+
+def test_an_xpu_build_that_sees_its_gpu_passes_and_true_is_never_contradicted() -> None:
+    # intel/torch-xpu-ops#2024's report: "Is XPU available: True" and the driver lines torch adds after it.
+    from envkit.detect.collect_env import parse_collect_env
+
+    text = XPU_FALSE.replace(
+        "Is XPU available: False",
+        "Is XPU available: True\nXPU used to build PyTorch: 20250201\nIntel GPU driver version:\n"
+        "* libze1:\t1.21.9.0-1136~22.04\nIntel GPU models onboard:\n* Intel(R) Data Center GPU Max 1100",
+    )
+    result = check_torch_cuda_available(parse_collect_env(text))
+    assert result.status is Status.PASS and "torch.xpu.is_available()" in result.summary
+    # An XPU build without the line (torch before 2.5's collect_env, a paste cut short) skips.
+    cut = parse_collect_env(XPU_FALSE.replace("Is XPU available: False\n", ""))
+    skip = check_torch_cuda_available(cut)
+    assert skip.status is Status.SKIP and "XPU build" in skip.summary
+
+
+def test_the_deep_probe_reports_xpu_available() -> None:
+    from envkit.detect.deep import parse_deep
+
+    answer = {"ok": True, "version": "2.7.1+xpu", "cuda_available": False, "xpu_available": False}
+    xpu = TorchFacts(version=Version("2.7.1+xpu"), deep=parse_deep(answer))
+    assert check_torch_cuda_available(paste(xpu)).status is Status.FAIL
+    assert parse_deep({**answer, "xpu_available": True}).xpu_available is True
+    assert parse_deep({"ok": True, "xpu_available": "yes"}).xpu_available is None
+
+
+def test_the_torch_probe_asks_torch_xpu_only_of_a_build_with_the_xpu_runtime() -> None:
+    # No XPU build of torch is installable here (torch 2.13.0 CPU): the probe's question is put to
+    # stand-ins with torch's attribute names (torch._C._has_xpu, torch.xpu.is_available); the slow
+    # suite's real `doctor --deep` runs it on the real CPU build, where _has_xpu is False.
+    import importlib
+    import sys
+    from types import SimpleNamespace
+
+    from envkit.system import PROBES_DIR
+
+    sys.path.insert(0, str(PROBES_DIR))
+    probe = importlib.import_module("torch_probe")
+    asked: list[bool] = []
+
+    def is_available() -> bool:
+        asked.append(True)
+        return False
+
+    cpu = SimpleNamespace(_C=SimpleNamespace(_has_xpu=False), xpu=SimpleNamespace(is_available=is_available))
+    assert probe._xpu_available(cpu) is None and not asked
+    xpu = SimpleNamespace(_C=SimpleNamespace(_has_xpu=True), xpu=SimpleNamespace(is_available=is_available))
+    assert probe._xpu_available(xpu) is False and asked
+    assert probe._xpu_available(SimpleNamespace(_C=SimpleNamespace())) is None
