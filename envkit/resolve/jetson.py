@@ -12,18 +12,22 @@ wheel on developer.download.nvidia.com (JetPack 5.1), or the forum's list (older
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from envkit.errors import WayOut
+from envkit.errors import NoBuildError, WayOut
 from envkit.knowledge import variant_cuda
 from envkit.resolve.plan import Channel, CudaKind, Plan, Request
 from envkit.resolve.target import is_jetson, jetson_gpus
 from envkit.versions import ComputeCapability, parse_version
 
 if TYPE_CHECKING:
-    from envkit.knowledge import Knowledge
+    from collections.abc import Sequence
+
+    from envkit.knowledge import Knowledge, Release
     from envkit.knowledge.vendors import JetPack
+    from envkit.resolve.ext_pick import ExtensionPick
     from envkit.resolve.target import Target
+    from envkit.versions import Version
 
 __all__ = [
     "is_jetson_target",
@@ -74,7 +78,7 @@ def jetpack_plan(k: Knowledge, target: Target, request: Request) -> Optional[Pla
     if jp is None or jp.route != "index" or jp.index is None:
         return None
     cuda = request.cuda
-    if request.channel is not Channel.PIP or request.extensions or request.prerelease is not None:
+    if request.channel is not Channel.PIP or request.prerelease is not None:
         return None
     if cuda.kind not in (CudaKind.AUTO, CudaKind.EXACT, CudaKind.MAJOR):
         return None
@@ -89,9 +93,8 @@ def jetpack_plan(k: Knowledge, target: Target, request: Request) -> Optional[Pla
     known = [(t, r) for t, r in releases if r is not None]
     if not known:
         return None
-    torch, release = known[0]
-    assert release is not None
     gpus = ", ".join(g.label for g in jetson_gpus(k, target)) or "this Jetson"
+    torch, release, picks = _with_extensions(jp, known, target, request, gpus)
     warnings = [
         (
             f"NVIDIA's JetPack {jp.jetpack} wheels ({jp.index}): built for Jetson GPUs with L4T's CUDA "
@@ -115,11 +118,78 @@ def jetpack_plan(k: Knowledge, target: Target, request: Request) -> Optional[Pla
         platform=target.platform,
         index_url=jp.index,
         conda=None,
-        warnings=(*warnings, *target.assumed),
+        warnings=(*warnings, *_pick_notes(picks), *target.assumed),
         rejected=(),
         target=target,
         jetpack=jp.jetpack,
+        extensions=picks,
     )
+
+
+_Fit = tuple["Version", "Release", tuple["ExtensionPick", ...]]
+
+
+def _with_extensions(
+    jp: JetPack,
+    known: Sequence[tuple[Version, Optional[Release]]],
+    target: Target,
+    request: Request,
+    gpus: str,
+) -> tuple[Version, Release, tuple[ExtensionPick, ...]]:
+    """The newest JetPack torch every ``--with`` extension fits (jetson_ext), with their picks;
+    NoBuildError (exit 3) with one paragraph per extension where none does."""
+    from envkit.resolve import jetson_ext
+
+    if not request.extensions:
+        torch, release = known[0]
+        assert release is not None
+        return torch, release, ()
+    from envkit.resolve.ext_wheels import TorchBuild
+
+    def fits(
+        allow_build: bool,
+    ) -> tuple[Optional[tuple[Version, Release, tuple[ExtensionPick, ...]]], list[Any]]:
+        first: list[tuple[str, str, str]] = []
+        for torch, release in known:
+            assert release is not None
+            build = TorchBuild(torch, _variant(jp), target.python or jp.python, target.platform, True)
+            picks, failures = jetson_ext.jetson_picks(
+                jp, build, target, request.extensions, allow_build=allow_build
+            )
+            if not failures:
+                return (torch, release, picks), []
+            first = first or failures
+        return None, first
+
+    found, failures = fits(request.allow_build)
+    if found is not None:
+        return found
+    build_way = ""
+    if not request.allow_build:
+        built, _ = fits(True)
+        if built is not None:
+            names = ", ".join(f"{p.name} {p.version}" for p in built[2] if p.build is not None)
+            build_way = (
+                f"--allow-build (compiles {names} against the JetPack torch {built[0]}: nvcc of "
+                f"JetPack's CUDA {jp.cuda}, TORCH_CUDA_ARCH_LIST for the Jetson's GPU)"
+            )
+    raise NoBuildError(
+        jetson_ext.failure_text(f"{gpus} (JetPack {jp.jetpack})", failures, build_way),
+        ways_out=jetson_ext.ways_out(failures, build_way),
+    )
+
+
+def _pick_notes(picks: tuple[ExtensionPick, ...]) -> list[str]:
+    out = []
+    for pick in picks:
+        if pick.build is not None:
+            b = pick.build
+            out.append(
+                f"{pick.name} {pick.version} is built from source against the JetPack torch: {b.nvcc}, "
+                f"{b.arch_env or 'TORCH_CUDA_ARCH_LIST'}={b.arch_list}, {b.compiler}; {b.time}"
+            )
+        out += [f"{pick.name}: {n}" for n in pick.notes if pick.build is None]
+    return out
 
 
 def jetpack_way(k: Knowledge, target: Target) -> WayOut:
