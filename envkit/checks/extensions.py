@@ -21,6 +21,7 @@ import re
 from typing import TYPE_CHECKING, Final, Optional
 
 from envkit.checks._common import fix_lines, headline, join_lines, pip_command
+from envkit.checks.ext_jetson import jetson_fix, replaced_jetpack_torch
 from envkit.knowledge.extensions import load_extension, torch_cxx11_abi
 from envkit.report import CheckResult, Status
 from envkit.versions import ComputeCapability, Version
@@ -145,6 +146,9 @@ def _judge(ext: Extension, dist: Distribution, build: TorchBuild, facts: Facts) 
         return Status.SKIP, f"{dist.name}: no version to judge"
     release = ext.release(Version(dist.version.public))
     findings = _built_for(dist, release, build)
+    jetson = replaced_jetpack_torch(facts, dist, release, build)
+    if jetson is not None:
+        findings.append((Status.FAIL, jetson))
     loaded, loads = _loader(dist, build, facts)
     findings += loaded
     label = f"{dist.name} {dist.version}"
@@ -213,15 +217,21 @@ def _judge(ext: Extension, dist: Distribution, build: TorchBuild, facts: Facts) 
     return worst, "; ".join(text for _, text in findings)
 
 
-def _fix(ext: Extension, facts: Facts, build: TorchBuild) -> str:
+def _fix(ext: Extension, facts: Facts, build: TorchBuild, dist: Optional[Distribution] = None) -> str:
     """The wheel of ``ext`` for the installed torch, or the torch to pin."""
     from envkit.resolve.ext_pick import ExtensionRequest
     from envkit.resolve.extensions import pick_one
     from envkit.resolve.target import GpuTarget
 
+    pip = pip_command(facts)
+    if dist is not None and dist.version is not None:
+        release = ext.release(Version(dist.version.public))
+        if replaced_jetpack_torch(facts, dist, release, build) is not None:
+            back = jetson_fix(facts, ext.name, pip)
+            if back is not None:
+                return back
     gpus = tuple(GpuTarget(cc, name) for name, cc in _gpus(facts))
     pick, reason = pick_one(ExtensionRequest(ext.name), build, gpus)
-    pip = pip_command(facts)
     if pick is not None:
         where = f" --find-links {pick.index}" if pick.where == "find-links" and pick.index else ""
         if pick.where == "index" and pick.index:
@@ -248,7 +258,7 @@ def extension_fixes(facts: Facts) -> list[str]:
     if build is None:
         return []
     return [
-        _fix(ext, facts, build)
+        _fix(ext, facts, build, dist)
         for ext, dist in _installed(facts)
         if _judge(ext, dist, build, facts)[0] in (Status.FAIL, Status.WARN)
     ]
@@ -266,6 +276,7 @@ def check_extensions(facts: Facts) -> CheckResult:
             ID, Status.SKIP, "torch's version is not known: nothing to judge the extensions by"
         )
     verdicts = [(ext, _judge(ext, dist, build, facts)) for ext, dist in installed]
+    dists = {ext.name: dist for ext, dist in installed}
     bad = [(ext, v) for ext, v in verdicts if v[0] in (Status.FAIL, Status.WARN)]
     fine = [text for _, (status, text) in verdicts if status is Status.PASS]
     unknown = [text for _, (status, text) in verdicts if status is Status.SKIP]
@@ -290,5 +301,5 @@ def check_extensions(facts: Facts) -> CheckResult:
             "a compiled extension fits one torch release (its C++ API has no stable ABI), one CUDA major "
             "and one C++ ABI; a package that pins torch makes pip replace the installed one",
         ),
-        fix=fix_lines([_fix(ext, facts, build) for ext, _ in bad]),
+        fix=fix_lines([_fix(ext, facts, build, dists[ext.name]) for ext, _ in bad]),
     )

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import pytest
 
+from envkit.checks.extensions import check_extensions
 from envkit.errors import NoBuildError
+from envkit.facts import Distribution, DriverFacts, Facts, GpuFacts, HostFacts, PythonFacts, TorchFacts
 from envkit.knowledge import load_knowledge
+from envkit.report import Status
 from envkit.resolve import Request, resolve
 from envkit.resolve.extensions import parse_extensions
 from envkit.resolve.target import Target, parse_gpu
-from envkit.versions import NvVersion, Version
+from envkit.versions import ComputeCapability, NvVersion, Version
 
 K = load_knowledge()
 JP6_INDEX = "https://pypi.jetson-ai-lab.io/jp6/cu126"
@@ -62,3 +65,36 @@ def test_a_jit_extension_comes_with_the_jetpack_torch() -> None:
     plan = resolve(K, ORIN, Request(extensions=parse_extensions(["deepspeed"])))
     assert plan.index_url == JP6_INDEX
     assert [p.name for p in plan.extensions] == ["deepspeed"]
+
+
+def _orin(torch: str, cuda: str, *dists: Distribution) -> Facts:
+    """An AGX Orin on JetPack 6.2.1 (L4T 36.4.3, driver 540.4.0 as its nvidia-smi banner prints it),
+    Python 3.10 on linux-aarch64, with ``torch`` and ``dists`` installed."""
+    return Facts(
+        host=HostFacts(os="Ubuntu 22.04.5 LTS", arch="aarch64", l4t_release="36.4.3"),
+        driver=DriverFacts(version=NvVersion("540.4.0"), cuda_version=Version("12.6"), source="nvidia-smi"),
+        gpus=(GpuFacts(index=0, name="Orin (nvgpu)", compute_capability=ComputeCapability(8, 7)),),
+        python=PythonFacts(
+            executable="/usr/bin/python3",
+            selected_by="PATH",
+            version=Version("3.10.12"),
+            platform="linux-aarch64",
+        ),
+        torch=TorchFacts(version=Version(torch), cuda=Version(cuda), distributions=dists),
+    )
+
+
+def test_doctor_names_the_extension_that_replaced_the_jetpack_torch() -> None:
+    # `pip install vllm==0.34.0` on an Orin: its Requires-Dist torch==2.14.0 brought PyPI's torch.
+    vllm = Distribution("vllm", Version("0.34.0"), requires_torch=("torch==2.14.0",))
+    result = check_extensions(_orin("2.14.0", "13.0", vllm))
+    assert result.status is Status.FAIL
+    assert "vllm 0.34.0 requires torch==2.14.0" in result.summary and "JetPack 6.1 / 6.2" in result.summary
+    assert f"--index-url {JP6_INDEX}" in result.fix and "envkit resolve --with vllm" in result.fix
+
+
+def test_doctor_leaves_an_extension_that_pins_the_jetpack_torch_alone() -> None:
+    # A source build of vllm 0.6.3.post1 against NVIDIA's torch 2.4.0: its pin is the JetPack's torch.
+    vllm = Distribution("vllm", Version("0.6.3.post1"), requires_torch=("torch==2.4.0",))
+    result = check_extensions(_orin("2.4.0", "12.6", vllm))
+    assert "JetPack" not in result.summary and "JetPack" not in (result.detail or "")
