@@ -123,6 +123,8 @@ class VendorKnowledge:
     intel_families: tuple[IntelFamily, ...] = ()
     intel_products: tuple[tuple[str, str, str], ...] = ()  # (device id, name, source)
     xpu_requirements: tuple[tuple[SpecifierSet, str, str], ...] = ()
+    # (torch range, platform, companions not published beside the XPU torch there, source)
+    xpu_companion_gaps: tuple[tuple[SpecifierSet, str, tuple[str, ...], str], ...] = ()
     jetpacks: tuple[JetPack, ...] = ()
 
     # -- AMD ------------------------------------------------------------------------------------------
@@ -183,6 +185,18 @@ class VendorKnowledge:
     def xpu_requirement(self, torch: Version) -> Optional[str]:
         public = Version(torch.public)
         return next((text for spec, text, _ in self.xpu_requirements if spec.contains(public)), None)
+
+    def xpu_missing_companions(self, torch: Version, platform: str) -> tuple[str, ...]:
+        """The companions (torchvision, torchaudio) with no XPU wheels beside ``torch`` on ``platform``."""
+        public = Version(torch.public)
+        return next(
+            (
+                names
+                for spec, where, names, _ in self.xpu_companion_gaps
+                if where == platform and spec.contains(public)
+            ),
+            (),
+        )
 
     # -- names ----------------------------------------------------------------------------------------
 
@@ -317,5 +331,21 @@ def read_vendor_knowledge() -> VendorKnowledge:
             (_spec(r, "torch"), r.text("text"), r.source())
             for r in table_rows(intel, "intel.toml", "requirement")
         ),
+        xpu_companion_gaps=tuple(_companion_gap(r) for r in table_rows(intel, "intel.toml", "companion_gap")),
         jetpacks=tuple(_jetpack(r) for r in table_rows(jetson, "jetson.toml", "jetpack")),
     )
+
+
+_COMPANIONS: Final = ("torchvision", "torchaudio")
+# envkit.knowledge.PLATFORMS (not imported: envkit.knowledge imports this module).
+_PLATFORMS: Final = ("linux-x86_64", "linux-aarch64", "windows-x86_64")
+
+
+def _companion_gap(row: Row) -> tuple[SpecifierSet, str, tuple[str, ...], str]:
+    platform = row.text("platform")
+    if platform not in _PLATFORMS:
+        raise row.fail("platform", f"one of {', '.join(_PLATFORMS)} (where XPU wheels are built)")
+    names = _strings(row, "packages")
+    if not names or any(n not in _COMPANIONS for n in names):
+        raise row.fail("packages", "torchvision and/or torchaudio")
+    return _spec(row, "torch"), platform, names, row.source()

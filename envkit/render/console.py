@@ -252,7 +252,11 @@ def render_plan(plan: Plan, console: Console, *, explain: bool = False) -> None:
     )
     line = Text("  torch ")
     line.append(f"{plan.torch}", style="bold green")
-    line.append(f" + {plan.variant} ({cuda}) · torchvision {plan.torchvision} · torchaudio {plan.torchaudio}")
+    companions = " · ".join(
+        f"{name} {getattr(plan, name)}" if name in plan.companions else f"{name}: build from source"
+        for name in ("torchvision", "torchaudio")
+    )
+    line.append(f" + {plan.variant} ({cuda}) · {companions}")
     if plan.python:
         line.append(f" · Python {plan.python}")
     console.print(line)

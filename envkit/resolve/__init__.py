@@ -567,6 +567,15 @@ def _plan(
             "were not checked"
         )
     warnings += vendors.plan_warnings(k, target, chosen.variant, release.torch)
+    missing = (
+        k.vendors.xpu_missing_companions(release.torch, target.platform) if chosen.variant == "xpu" else ()
+    )
+    if missing:
+        warnings.append(
+            f"{' and '.join(missing)} have no {target.platform} XPU wheels for torch {release.torch} "
+            "(PyTorch's get_start_xpu for that release): the plan installs torch alone; build them from "
+            "source (pytorch/vision and pytorch/audio CONTRIBUTING.md)"
+        )
     warnings += target.assumed
     notes: tuple[str, ...] = (request.available.describe(),) if request.available is not None else ()
     python = target.python
@@ -603,6 +612,7 @@ def _plan(
         target=target,
         notes=notes,
         prerelease=pre.channel.value if pre is not None else None,
+        companions=tuple(c for c in ("torchvision", "torchaudio") if c not in missing),
     )
 
 

@@ -262,6 +262,9 @@ class Plan:
     # The JetPack whose NVIDIA wheels the plan takes (a Jetson: envkit.resolve.jetson); their
     # versions carry no local tag.
     jetpack: Optional[str] = None
+    # The companions published beside this torch build: a platform without them (torch 2.5's
+    # Windows XPU wheels, knowledge/intel.toml [[companion_gap]]) installs torch alone.
+    companions: tuple[str, ...] = ("torchvision", "torchaudio")
 
     @property
     def candidate(self) -> str:
@@ -277,7 +280,7 @@ class Plan:
             "torchvision": f"torchvision=={self.torchvision}",
             "torchaudio": f"torchaudio=={self.torchaudio}",
         }
-        return [pins[p] for p in packages if p in pins]
+        return [pins[p] for p in packages if p in pins and (p == "torch" or p in self.companions)]
 
     def pip_command(
         self, pip: str = "pip", packages: tuple[str, ...] = ("torch", "torchvision", "torchaudio")
@@ -323,6 +326,7 @@ class Plan:
             "torch": str(self.torch),
             "torchvision": str(self.torchvision),
             "torchaudio": str(self.torchaudio),
+            "companions": list(self.companions),
             "triton": str(self.triton) if self.triton else None,
             "variant": self.variant,
             "cuda": str(self.cuda) if self.cuda else None,

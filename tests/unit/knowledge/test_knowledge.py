@@ -213,6 +213,18 @@ def _edit(path: Path, old: str, new: str) -> None:
             r"cuda.toml: \[\[toolkit_update\]\] #1 \(13.3.1\): field 'linux_driver': expected a version",
         ),
         ("gpus.toml", 'cc = "9.0"', 'cc = "ninety"', "field 'cc': expected a compute capability"),
+        (  # a companion gap is for a platform XPU wheels are built for, and names companions only
+            "intel.toml",
+            'platform = "windows-x86_64"\npackages',
+            'platform = "macos-arm64"\npackages',
+            r"intel.toml: \[\[companion_gap\]\] #1.*field 'platform': expected one of linux-x86_64",
+        ),
+        (
+            "intel.toml",
+            'packages = ["torchvision", "torchaudio"]',
+            'packages = ["torchtext"]',
+            "field 'packages': expected torchvision and/or torchaudio",
+        ),
         ("releases.toml", "[[release]]", "[[release]]\nbroken = ", "releases.toml: cannot be read"),
     ],
 )

@@ -140,6 +140,31 @@ def test_xpu_families_run_from_the_release_pytorch_and_intel_name() -> None:
         pinned("Arc B580", "==2.5.1")
 
 
+def test_windows_torch_2_5_xpu_installs_torch_alone() -> None:
+    # PyTorch 2.5's get_start_xpu, 'Platform Windows': torch only, torchvision and torchaudio built
+    # from source. The plan pinned torchvision==0.20.1 torchaudio==2.5.1 from an index without them.
+    request = Request(
+        cuda=parse_cuda_request("auto"), channel=Channel("pip"), torch=parse_torch_spec("==2.5.1")
+    )
+    windows = resolve(K, flags("Arc A770", platform="windows-x86_64"), request)
+    assert windows.companions == ()
+    assert (
+        windows.pip_command()
+        == "pip install torch==2.5.1+xpu --index-url https://download.pytorch.org/whl/xpu"
+    )
+    assert any("build them from source" in w and "torchvision and torchaudio" in w for w in windows.warnings)
+    assert windows.to_json()["companions"] == [] and windows.to_json()["torchvision"] == "0.20.1"
+    # Linux 2.5.1 and Windows 2.6.0 have them (the pages' 'pip3 install torch torchvision torchaudio').
+    linux = resolve(K, flags("Arc A770"), request)
+    assert linux.companions == ("torchvision", "torchaudio") and "torchvision==0.20.1" in linux.pip_command()
+    newer = Request(
+        cuda=parse_cuda_request("auto"), channel=Channel("pip"), torch=parse_torch_spec("==2.6.0")
+    )
+    assert (
+        "torchaudio==2.6.0" in resolve(K, flags("Arc A770", platform="windows-x86_64"), newer).pip_command()
+    )
+
+
 def test_no_xpu_wheel_for_macos() -> None:
     with pytest.raises(NoBuildError):
         plan(flags("Arc B580", platform="macos-arm64"), cuda="xpu")

@@ -486,3 +486,20 @@ def test_cpu_requirements_pass_pip_dry_run(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"torch-{p.torch}+cpu" in run.stdout
+
+
+def test_windows_torch_2_5_xpu_specs_pin_torch_alone() -> None:
+    # PyTorch 2.5's get_start_xpu, 'Platform Windows': no torchvision/torchaudio XPU wheels; the specs
+    # pinned torchvision==0.20.1 and torchaudio==2.5.1 from an index that has none for Windows.
+    from envkit.resolve.target import target_from_flags
+
+    base = Target(platform="windows-x86_64", driver=None, gpus=(), python=Version("3.11"))
+    target = target_from_flags(K, base=base, gpus=("Arc A770",), driver=None, platform="windows-x86_64")
+    p = resolve(K, target, Request(parse_torch_spec("==2.5.1"), parse_cuda_request("auto"), Channel("pip")))
+    specs = render_specs(p, PT2, "pip")
+    lines = specs["requirements.txt"].splitlines()
+    reqs = [Requirement(line) for line in lines if line and not line.startswith(("#", "-"))]
+    assert [str(r) for r in reqs if r.name.startswith("torch")] == ["torch==2.5.1+xpu"]
+    assert any("build them from source" in line for line in lines if line.startswith("#"))
+    uv = tomllib.loads(render_specs(p, PT2, "uv")["pyproject.toml"])
+    assert [d for d in uv["project"]["dependencies"] if d.startswith("torch")] == ["torch==2.5.1+xpu"]
