@@ -130,7 +130,10 @@ def _nvidia(system: System) -> tuple[DriverFacts, tuple[GpuFacts, ...]]:
     driver = detect_driver(system, reading)
     gpus = reading.gpus
     notes = list(driver.notes)
-    if reading.error is not None and not gpus:
+    left = system.remaining()
+    # nvidia-smi's GPU list where NVML failed, with time left: an nvidia-smi that hung until the
+    # deadline in detect_driver would hang again, and two of them per run stacked up in watch mode.
+    if reading.error is not None and not gpus and (left is None or left > 0):
         smi, _version, smi_notes = smi_gpus(system)
         gpus = tuple(smi)
         notes += smi_notes

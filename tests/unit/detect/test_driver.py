@@ -242,3 +242,17 @@ def test_plausible_gpu_checks_temperatures_power_and_counts() -> None:
     assert gpu.ecc_uncorrected_volatile is None
     assert (gpu.temperature_slowdown_c, gpu.power_limit_w, gpu.retired_pages) == (87, 400.0, 3)
     assert len(notes) == 4 and all(n.startswith("nvml: GPU 0: ") for n in notes)
+
+
+def test_a_hung_nvidia_smi_is_started_once_per_run(machine, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """NVML failed and nvidia-smi -q hung until the run's deadline: its GPU list is not asked of a
+    second nvidia-smi with a token timeout (watch mode's test found three where two runs were)."""
+    from envkit.detect import _nvidia
+
+    pids = tmp_path / "pids"
+    script = machine.bin / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\necho $$ >> '{pids}'\nexec sleep 30\n", encoding="utf-8")
+    script.chmod(0o755)
+    driver, gpus = _nvidia(machine.system(deadline=time.monotonic() + 0.3))
+    assert (driver.version, gpus) == (None, ())
+    assert len(pids.read_text().split()) == 1
