@@ -129,7 +129,10 @@ def check_torch_cuda_available(facts: Facts) -> CheckResult:
         return _rocm(facts)
     build = torch.cuda_build
     if build is False:
-        if local.startswith("xpu"):
+        deep = torch.deep
+        # A source build has no +xpu tag (2.5.0a0+git136e28f, vllm-project/vllm#8655): True is torch's
+        # own word that it is an XPU build (False is printed by CPU builds too).
+        if local.startswith("xpu") or (deep is not None and deep.xpu_available is True):
             return xpu_verdict(facts)  # torch.xpu, not CUDA, is its GPU API
         return CheckResult(
             ID, Status.SKIP, f"torch {torch.version or ''} is a CPU-only build; CUDA is not expected"

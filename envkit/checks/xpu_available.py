@@ -2,11 +2,14 @@
 
 An XPU build answers through torch.xpu, not torch.cuda: ``torch.xpu.is_available()`` (the --deep
 probe, or collect_env's "Is XPU available" line, which torch 2.5+ prints as
-str(torch.xpu.is_available()), pytorch/pytorch:torch/utils/collect_env.py get_env_info) is the
-evidence. False on an XPU build is what pytorch/pytorch#147226 reports (torch 2.6.0+xpu: "Failed to
-initialize XPU devices. The driver may not be installed, installed incorrectly, or incompatible")
-and #150260 (Arc A770): the GPU driver / Level Zero loader missing or too old, the oneAPI runtime
-not sourced where the release needs it, or a user without access to /dev/dri (the render group).
+str(torch.xpu.is_available()), followed on True by the Intel GPU lines pytorch/pytorch#137846 added;
+pytorch/pytorch:torch/utils/collect_env.py get_env_info, read in a copy of the file, not at a
+release tag) is the evidence. False on an XPU build is what pytorch/pytorch#147226 reports (torch
+2.6.0+xpu: "Failed to initialize XPU devices. The driver may not be installed, installed
+incorrectly, or incompatible"): the GPU driver / Level Zero loader missing or too old, the oneAPI
+runtime not sourced where the release needs it, or a user without access to /dev/dri (the render
+group). False on a CPU build says nothing (#150260: an Arc A770 'failing' under a nightly that was
+a CPU build), so only a +xpu build, or True, is judged here.
 True is torch's own answer and always passes.
 """
 

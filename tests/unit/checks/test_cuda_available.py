@@ -369,3 +369,18 @@ def test_the_torch_probe_asks_torch_xpu_only_of_a_build_with_the_xpu_runtime() -
     xpu = SimpleNamespace(_C=SimpleNamespace(_has_xpu=True), xpu=SimpleNamespace(is_available=is_available))
     assert probe._xpu_available(xpu) is False and asked
     assert probe._xpu_available(SimpleNamespace(_C=SimpleNamespace())) is None
+
+
+def test_a_source_build_that_answers_true_is_an_xpu_build_and_false_on_a_cpu_build_says_nothing() -> None:
+    # vllm-project/vllm#8655: torch 2.5.0a0+git136e28f built from source with XPU (no +xpu tag); the
+    # check said 'a CPU-only build' beside torch.xpu.is_available() True.
+    from envkit.detect.collect_env import parse_collect_env
+
+    source = XPU_FALSE.replace("2.6.0+xpu", "2.5.0a0+git136e28f")
+    true = check_torch_cuda_available(
+        parse_collect_env(source.replace("XPU available: False", "XPU available: True"))
+    )
+    assert true.status is Status.PASS and "Intel GPU" in true.summary
+    # collect_env prints "Is XPU available: False" for a CPU build too (pytorch/pytorch#150260).
+    cpu = check_torch_cuda_available(parse_collect_env(XPU_FALSE.replace("2.6.0+xpu", "2.6.0+cpu")))
+    assert cpu.status is Status.SKIP and "CPU-only" in cpu.summary
