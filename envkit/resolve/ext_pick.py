@@ -63,6 +63,15 @@ class ExtensionPick:
     notes: tuple[str, ...] = ()
     source: str = ""
 
+    def plan_notes(self, built_against: str = "") -> list[str]:
+        """What the plan says of this pick: the source build and what it needs, or the release's
+        notes. ``built_against``: what the build is compiled against (" against the JetPack torch")."""
+        b = self.build
+        if b is None:
+            return [f"{self.name}: {n}" for n in self.notes]
+        needs = f"{b.nvcc}, {b.arch_env or 'TORCH_CUDA_ARCH_LIST'}={b.arch_list}, {b.compiler}; {b.time}"
+        return [f"{self.name} {self.version} is built from source{built_against}: {needs}"]
+
     def to_json(self) -> dict[str, Any]:
         build = self.build
         return {

@@ -320,15 +320,7 @@ def with_extensions(plan: Plan, release: Release, variant: str, request: Request
     target = plan.target
     picks = pick_all(release, variant, target, request.extensions, allow_build=request.allow_build)
     over = tuple(Rejection(c, r) for c, r in passed_over(release, variant, target, request.extensions))
-    warnings = list(plan.warnings)
-    for pick in picks:
-        if pick.build is not None:
-            b = pick.build
-            warnings.append(
-                f"{pick.name} {pick.version} is built from source: {b.nvcc}, "
-                f"{b.arch_env or 'TORCH_CUDA_ARCH_LIST'}={b.arch_list}, {b.compiler}; {b.time}"
-            )
-        warnings += [f"{pick.name}: {n}" for n in pick.notes if pick.build is None]
+    warnings = [*plan.warnings, *(note for pick in picks for note in pick.plan_notes())]
     return dataclasses.replace(
         plan, extensions=picks, rejected=plan.rejected + over, warnings=tuple(warnings)
     )

@@ -118,7 +118,11 @@ def jetpack_plan(k: Knowledge, target: Target, request: Request) -> Optional[Pla
         platform=target.platform,
         index_url=jp.index,
         conda=None,
-        warnings=(*warnings, *_pick_notes(picks), *target.assumed),
+        warnings=(
+            *warnings,
+            *(n for pick in picks for n in pick.plan_notes(" against the JetPack torch")),
+            *target.assumed,
+        ),
         rejected=(),
         target=target,
         jetpack=jp.jetpack,
@@ -177,19 +181,6 @@ def _with_extensions(
         jetson_ext.failure_text(f"{gpus} (JetPack {jp.jetpack})", failures, build_way),
         ways_out=jetson_ext.ways_out(failures, build_way),
     )
-
-
-def _pick_notes(picks: tuple[ExtensionPick, ...]) -> list[str]:
-    out = []
-    for pick in picks:
-        if pick.build is not None:
-            b = pick.build
-            out.append(
-                f"{pick.name} {pick.version} is built from source against the JetPack torch: {b.nvcc}, "
-                f"{b.arch_env or 'TORCH_CUDA_ARCH_LIST'}={b.arch_list}, {b.compiler}; {b.time}"
-            )
-        out += [f"{pick.name}: {n}" for n in pick.notes if pick.build is None]
-    return out
 
 
 def jetpack_way(k: Knowledge, target: Target) -> WayOut:
