@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import html.parser
 import http.client
 import os
 import re
@@ -59,6 +58,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from envkit.knowledge import PLATFORMS, is_variant, variant_cuda
+from envkit.mirrors.simple_index import linked_files
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -152,28 +152,6 @@ class WheelIndex:
         return {p for platforms in self.releases.values() for p in platforms}
 
 
-class _Anchors(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.anchors: list[tuple[str, str]] = []
-        self._href: Optional[str] = None
-        self._text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, Optional[str]]]) -> None:
-        if tag == "a":
-            self._href = dict(attrs).get("href") or ""
-            self._text = []
-
-    def handle_data(self, data: str) -> None:
-        if self._href is not None:
-            self._text.append(data)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a" and self._href is not None:
-            self.anchors.append((self._href, "".join(self._text).strip()))
-            self._href = None
-
-
 def platform_of(tag: str) -> Optional[str]:
     """envkit's platform for a wheel platform tag: manylinux_2_28_aarch64 -> linux-aarch64.
 
@@ -207,11 +185,6 @@ def _minor_key(minor: str) -> tuple[int, int, str]:
     return (int(major), int(digits) if digits.isdigit() else 0, rest[len(digits) :])
 
 
-def _file_name(href: str, text: str) -> str:
-    name = urllib.parse.unquote(urllib.parse.urlsplit(href).path.rsplit("/", 1)[-1])
-    return name if name.endswith(".whl") else text
-
-
 def parse_wheel_index(html: str, *, include_dev: bool = False) -> WheelIndex:
     """Read a PEP 503 project page (https://download.pytorch.org/whl/torch/ or a variant's page).
 
@@ -219,13 +192,9 @@ def parse_wheel_index(html: str, *, include_dev: bool = False) -> WheelIndex:
     >>> parse_wheel_index(page).releases
     {<Version('2.5.1')>: {'linux-x86_64': {'cu121': frozenset({'3.11'})}}}
     """
-    parser = _Anchors()
-    parser.feed(html)
-    parser.close()
     found: dict[Version, dict[str, dict[str, set[str]]]] = {}
     skipped: Counter[str] = Counter()
-    for href, text in parser.anchors:
-        name = _file_name(href, text)
+    for name in linked_files(html):
         if not name.endswith(".whl"):
             continue
         try:

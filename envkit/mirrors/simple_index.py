@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from envkit.knowledge import Knowledge
 
-__all__ = ["BASE_ENV", "index_base", "parse_simple_page", "read_channel"]
+__all__ = ["BASE_ENV", "index_base", "linked_files", "parse_simple_page", "read_channel"]
 
 BASE_ENV: Final = "ENVKIT_PYTORCH_INDEX"
 MAX_BODY: Final = 32 * 1024 * 1024  # a nightly torch page is ~1 MB; the cap bounds an endless one
@@ -69,12 +69,18 @@ class _Anchors(HTMLParser):
             self._href = None
 
 
-def parse_simple_page(body: str) -> list[IndexWheel]:
-    """The wheels a PEP 503 page links (anything else on it is ignored)."""
+def linked_files(body: str) -> list[str]:
+    """The file each link of a PEP 503 page names: the href's last part where it is a wheel (percent
+    escapes undone), else the link's text (scripts/update_knowledge.py reads pages with it too)."""
     parser = _Anchors()
     parser.feed(body)
     parser.close()
-    wheels = (wheel_of(name) for name in parser.names if name.endswith(".whl"))
+    return parser.names
+
+
+def parse_simple_page(body: str) -> list[IndexWheel]:
+    """The wheels a PEP 503 page links (anything else on it is ignored)."""
+    wheels = (wheel_of(name) for name in linked_files(body) if name.endswith(".whl"))
     return [w for w in wheels if w is not None]
 
 
