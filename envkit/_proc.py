@@ -238,8 +238,9 @@ _LIFELINE_PID: list[int] = []
 
 
 def _tell_lifeline(message: str) -> None:
-    """Tell the lifeline about a group; called with _LOCK held."""
-    _start_lifeline()
+    """Tell the lifeline about a group, if it runs (_spawn starts it before the first child); called
+    with _LOCK held. Never starts one: a child that ends after _close_lifeline at exit would have
+    started a new lifeline then."""
     if _LIFELINE:
         with contextlib.suppress(OSError):  # it died: the registry above still stops every group
             os.write(_LIFELINE[0], message.encode("ascii"))

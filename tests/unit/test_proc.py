@@ -490,3 +490,18 @@ def test_the_lifeline_ends_before_envkit_does() -> None:
     done = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     pid = int(done.stdout)
     assert not Path(f"/proc/{pid}").exists(), Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_a_child_ending_after_the_lifeline_closed_starts_no_new_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At exit envkit closes its lifeline; a detector's child that ends afterwards tells the
+    lifeline it is gone, and that message used to start a new lifeline (a child at exit)."""
+    from envkit import _proc
+
+    monkeypatch.setattr(_proc, "_LIFELINE", [])
+    monkeypatch.setattr(_proc, "_LIFELINE_PID", [])
+    with _proc._LOCK:
+        _proc._tell_lifeline("-12345\n")
+    started = list(_proc._LIFELINE_PID)
+    for fd in _proc._LIFELINE:  # before the fix: close the new lifeline's pipe, and it ends
+        os.close(fd)
+    assert started == []
