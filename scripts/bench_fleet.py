@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from _bench import print_medians
+from _bench import bytecode_env, print_medians
 
 BASE = Path(__file__).resolve().parent.parent / "tests" / "data" / "reports" / "h200-580-torch2.11-cu130.json"
 _HOST = "@@HOST@@"
@@ -131,6 +131,10 @@ def generate(folder: Path, nodes: int, *, version: Optional[str] = None) -> int:
     return size
 
 
+# Both commands run with bytecode kept as an installed envkit has it (scripts/_bench.py).
+_ENV = bytecode_env()
+
+
 def run_rss(argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, int, bytes, float]:
     """(wall seconds, the child's own peak RSS in KiB, its stdout, its CPU seconds: user + system).
 
@@ -143,7 +147,7 @@ def run_rss(argv: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, int, by
         wrapped = [str(gnu_time), "-f", "%M", "-o", str(peak_file), *argv] if gnu_time.exists() else argv
         with open(Path(tmp) / "out", "w+b") as out, open(Path(tmp) / "err", "w+b") as err:
             start = time.perf_counter()
-            child = subprocess.Popen(wrapped, stdout=out, stderr=err)
+            child = subprocess.Popen(wrapped, stdout=out, stderr=err, env=_ENV)
             _, status, usage = os.wait4(child.pid, 0)
             elapsed = time.perf_counter() - start
             code = os.waitstatus_to_exitcode(status)
